@@ -1,0 +1,49 @@
+"""Testbench basics: seeded NumPy generators, clock and reset, bounded waits.
+
+cocotb seeds only Python's :mod:`random` (from ``COCOTB_RANDOM_SEED``, printed at the start of every
+run). :func:`numpy_rng` derives a NumPy generator from the same seed and logs it, so one number
+reproduces a whole run: ``COCOTB_RANDOM_SEED=<seed> make test``.
+"""
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+__all__ = ["numpy_rng", "start_clock_and_reset", "wait_until", "WatchdogTimeout", "CLOCK_PERIOD_NS"]
+
+CLOCK_PERIOD_NS = 10
+
+
+class WatchdogTimeout(AssertionError):
+    """The design stopped making progress within the allowed number of cycles."""
+
+
+def numpy_rng(stream=0):
+    """A NumPy generator seeded from ``cocotb.RANDOM_SEED`` (``stream`` selects independent ones)."""
+    seed = cocotb.RANDOM_SEED
+    cocotb.log.info("NumPy generator %d seeded from COCOTB_RANDOM_SEED=%d "
+                    "(reproduce with COCOTB_RANDOM_SEED=%d)", stream, seed, seed)
+    return np.random.default_rng([seed, stream])
+
+
+async def start_clock_and_reset(dut, cycles=2):
+    """Start ``dut.clk`` and hold ``dut.rst`` high for ``cycles`` rising edges."""
+    cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, cycles)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+async def wait_until(clock, predicate, *, max_cycles, what="condition"):
+    """Wait for rising edges of ``clock`` until ``predicate()`` holds; fail after ``max_cycles``.
+
+    Returns the number of cycles waited. This is the watchdog of every testbench: a design that
+    wedges fails with a message naming ``what`` it was waiting for, instead of hanging the run.
+    """
+    for cycle in range(max_cycles + 1):
+        if predicate():
+            return cycle
+        await RisingEdge(clock)
+    raise WatchdogTimeout(f"no progress: {what} not reached within {max_cycles} cycles")

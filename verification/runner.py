@@ -1,0 +1,200 @@
+"""Build an Amaranth component for a real simulator and run a cocotb test module on it.
+
+This is the one place that knows how Poblano drives cocotb. A pytest wrapper looks like::
+
+    @pytest.mark.parametrize("sim", SIMULATORS)
+    @pytest.mark.parametrize("depth", [2, 4])
+    def test_fifo(sim, depth):
+        run_cocotb(lambda: Fifo(depth=depth), toplevel="fifo", config={"depth": depth},
+                   test_module="verification.common.tb_fifo", sim=sim)
+
+* Verilog is written with Amaranth's back end into ``build/cocotb/<toplevel>-<config>/``; each
+  configuration has its own directory, and each simulator its own build below it, so pytest-xdist
+  workers never share a build in flight (a file lock serializes the rare case where they would).
+* A build is reused while the Verilog it was made from is unchanged.
+* The configuration reaches the testbench as JSON in ``POBLANO_CONFIG``; read it with
+  :func:`verification.config`.
+* Seeds: ``COCOTB_RANDOM_SEED`` is passed through when set, so a failing run reproduces with
+  ``COCOTB_RANDOM_SEED=<seed printed in the log> make test``. ``WAVES=1`` records an FST trace
+  (``dump.fst`` for Verilator, ``<toplevel>.fst`` for Icarus) in the run directory.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from poblano import toolchain
+
+__all__ = ["SIMULATORS", "BUILD_ROOT", "run_cocotb", "write_verilog", "sim_params", "RunFailed"]
+
+#: The simulators every block's regression runs on.
+SIMULATORS = ("verilator", "icarus")
+
+#: Root of all generated files.
+BUILD_ROOT = Path(__file__).resolve().parent.parent / "build"
+
+# Verilator warnings that Amaranth's Yosys back end trips on correct designs; the build must not
+# stop on them. The lint flow (``make lint``) keeps its own, narrower, documented waiver list.
+_VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
+                         "-Wno-CMPCONST", "-Wno-UNSIGNED", "--x-assign", "unique",
+                         "--x-initial", "unique"]
+
+
+class RunFailed(AssertionError):
+    """A cocotb run failed, ran no test, or could not be built."""
+
+
+def _slug(config):
+    parts = []
+    for key in sorted(config):
+        value = config[key]
+        if isinstance(value, (list, tuple)):
+            value = "x".join(str(v) for v in value)
+        parts.append(f"{key}{value}")
+    text = "-".join(parts) or "default"
+    text = re.sub(r"[^A-Za-z0-9_.x-]+", "_", text)
+    if len(text) > 80:
+        text = text[:60] + "-" + hashlib.sha1(text.encode()).hexdigest()[:12]
+    return text
+
+
+@contextmanager
+def _locked(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def write_verilog(component, path, *, name):
+    """Write ``component`` (an Amaranth :class:`~amaranth.lib.wiring.Component`) as Verilog.
+
+    Returns the text; the file is rewritten only when the text changes, so timestamps stay useful.
+    """
+    text = verilog.convert(component, name=name, emit_src=False)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return text
+
+
+def sim_params(sim):
+    """Check that ``sim`` is a supported simulator and can run here; skip under pytest otherwise."""
+    if sim not in SIMULATORS:
+        raise ValueError(f"unknown simulator {sim!r}; choose one of {', '.join(SIMULATORS)}")
+    if sim == "icarus" and not toolchain.icarus_available():
+        import pytest
+        pytest.skip("Icarus Verilog (iverilog, vvp) is not installed: Icarus runs skipped")
+
+
+def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=None,
+               extra_env=None, seed=None, waves=None, build_name=None, timescale=("1ns", "1ps")):
+    """Build ``component`` for ``sim`` and run the cocotb ``test_module`` on it.
+
+    Parameters
+    ----------
+    component : Component or callable
+        The design, or a zero-argument callable that makes it (called once per run).
+    toplevel : str
+        Verilog module name of the top level.
+    test_module : str
+        Dotted name of the cocotb test module (under ``verification``).
+    sim : str
+        ``"verilator"`` or ``"icarus"``.
+    config : dict, optional
+        The elaboration parameters; they name the build directory and reach the testbench as
+        ``POBLANO_CONFIG``.
+    testcase : str or list of str, optional
+        Run only these cocotb tests of the module.
+    extra_env : dict, optional
+        Extra environment for the simulation (e.g. paths of input files).
+    build_name : str, optional
+        Overrides the build directory name derived from ``toplevel`` and ``config``.
+
+    Returns
+    -------
+    Path
+        The run directory (results XML, log and waves).
+
+    Raises
+    ------
+    RunFailed
+        If any cocotb test failed or none ran.
+    """
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    sim_params(sim)
+    config = dict(config or {})
+    toolchain.activate()
+
+    base = BUILD_ROOT / "cocotb" / (build_name or f"{toplevel}-{_slug(config)}")
+    build_dir = base / sim
+    source = base / f"{toplevel}.v"
+    waves = bool(int(os.environ.get("WAVES", "0"))) if waves is None else waves
+
+    with _locked(base):
+        if callable(component) and not hasattr(component, "signature"):
+            component = component()
+        text = write_verilog(component, source, name=toplevel)
+        digest = hashlib.sha256((text + sim + str(waves)).encode()).hexdigest()
+        stamp = build_dir / ".built-from"
+        runner = get_runner(sim)
+        build_args = list(_VERILATOR_BUILD_ARGS) if sim == "verilator" else []
+        if sim == "verilator" and waves:
+            build_args.append("--trace-fst")
+        fresh = stamp.exists() and stamp.read_text() == digest
+        runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir, always=not fresh,
+                     build_args=build_args, timescale=timescale, waves=waves,
+                     log_file=build_dir / "build.log")
+        stamp.write_text(digest)
+
+    current = os.environ.get("PYTEST_CURRENT_TEST", "standalone").rsplit(":", 1)[-1].split(" ")[0]
+    run_dir = build_dir / "runs" / re.sub(r"[^A-Za-z0-9_.-]+", "_", current)[:120]
+    env = {"POBLANO_CONFIG": json.dumps(config)}
+    env.update(extra_env or {})
+    if seed is None and os.environ.get("COCOTB_RANDOM_SEED"):
+        seed = os.environ["COCOTB_RANDOM_SEED"]
+    try:
+        results = runner.test(test_module=test_module, hdl_toplevel=toplevel, testcase=testcase,
+                              build_dir=build_dir, test_dir=run_dir, extra_env=env, seed=seed,
+                              waves=waves, timescale=timescale, log_file=run_dir / "sim.log")
+    except SystemExit:
+        raise RunFailed(_failure_summary(test_module, sim, run_dir / "sim.log")) from None
+    tests, failed = get_results(results)
+    if tests == 0:
+        raise RunFailed(f"cocotb module {test_module} ran no test on {sim}")
+    if failed:
+        raise RunFailed(_failure_summary(test_module, sim, run_dir / "sim.log"))
+    return run_dir
+
+
+def _failure_summary(test_module, sim, log):
+    """One paragraph for pytest: the seed to reproduce with, the failing tests and their errors."""
+    seed, errors, failing = None, [], []
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        if seed is None and "Seeding Python random module with" in line:
+            seed = line.rsplit(" ", 1)[-1]
+        stripped = line.strip()
+        if re.match(r"^[\w.]+(Error|Exception|Timeout|Failure)\b.*:", stripped) and len(errors) < 5:
+            errors.append(stripped)
+        if stripped.startswith("**") and " FAIL " in stripped:
+            failing.append(stripped.strip("* ").split()[0])
+    text = [f"cocotb {test_module} failed on {sim}: {', '.join(failing) or 'simulator error'}",
+            f"reproduce: COCOTB_RANDOM_SEED={seed} (log: {log})"]
+    text += [f"  {e}" for e in errors]
+    return "\n".join(text)
