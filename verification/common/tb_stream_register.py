@@ -9,8 +9,8 @@ import random
 import cocotb
 
 from verification import config
-from verification.scoreboard import InOrderScoreboard
 from verification.bench import start_clock_and_reset, wait_until
+from verification.scoreboard import InOrderScoreboard
 from verification.stream import StreamDriver, StreamSink
 
 

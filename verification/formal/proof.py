@@ -19,12 +19,12 @@ Conventions for properties (Amaranth 0.5 has no ``Past``: register what you need
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from amaranth.back import rtlil
 from amaranth.asserts import AnySeq, Initial
+from amaranth.back import rtlil
 from amaranth.hdl import Assume, Module, ResetSignal, Signal
 
 from poblano import toolchain
