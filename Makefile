@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(JOBS) -v --durations=15 $(PYTEST_ARGS)
 
 sim: $(STAMP)
 	$(BIN)/poblano sim

@@ -93,8 +93,11 @@ def sim_params(sim):
     if sim not in SIMULATORS:
         raise ValueError(f"unknown simulator {sim!r}; choose one of {', '.join(SIMULATORS)}")
     if sim == "icarus" and not toolchain.icarus_available():
+        message = "Icarus Verilog (iverilog, vvp) is not installed"
+        if os.environ.get("POBLANO_REQUIRE_ALL_SIMULATORS"):
+            raise RunFailed(f"{message}, and POBLANO_REQUIRE_ALL_SIMULATORS is set (as in CI)")
         import pytest
-        pytest.skip("Icarus Verilog (iverilog, vvp) is not installed: Icarus runs skipped")
+        pytest.skip(f"{message}: Icarus runs skipped (apt-get install iverilog)")
 
 
 def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=None,
