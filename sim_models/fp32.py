@@ -11,8 +11,8 @@ binary32 result in the model is produced here, from integers:
   encoded as binary32 bits, with gradual underflow (subnormals are produced, never flushed) and
   overflow to infinity (:func:`encode_rne`).
 
-Each operation has a scalar form on Python ``int`` (the readable reference) and a vectorized form on
-NumPy ``int64`` arrays (what the GEMM model runs); the test suite checks that they agree.
+Decoding and rounding each have a scalar form on Python ``int`` (the readable reference) and a
+vectorized form on NumPy ``int64`` arrays (what the GEMM model runs); the tests check that they agree.
 
 Bit patterns are always unsigned 32-bit integers: bit 31 is the sign, bits 30..23 the biased exponent
 and bits 22..0 the fraction.
@@ -23,7 +23,6 @@ import numpy as np
 __all__ = [
     "SIGN_BIT", "EXP_MASK", "FRAC_MASK", "POS_INF", "NEG_INF", "QNAN", "MAX_FINITE", "MIN_LSB_EXPONENT",
     "is_nan", "is_inf", "decode_finite", "encode_rne", "floor_log2",
-    "bits_of", "float32_of",
     "bit_length_array", "decode_finite_array", "encode_rne_array",
 ]
 
@@ -143,16 +142,6 @@ def floor_log2(bits: int) -> int:
     if significand == 0:
         raise ValueError("floor_log2 of zero")
     return lsb + significand.bit_length() - 1
-
-
-def bits_of(x) -> int:
-    """Bit pattern of a float32 scalar (``np.float32`` or anything ``np.float32()`` accepts exactly)."""
-    return int(np.asarray(x, dtype=np.float32).reshape(()).view(np.uint32))
-
-
-def float32_of(bits: int) -> np.float32:
-    """The float32 whose bit pattern is ``bits``."""
-    return np.array(bits, dtype=np.uint32).view(np.float32)[()]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -80,8 +80,8 @@ MAX_BLOCK_EXP = 2 * (0xFE - E8M0_BIAS)
 """Largest block exponent for non-NaN scales (254)."""
 
 _MIN_SHARED, _MAX_SHARED = -127, 127
-# Rounding an element to E2M1 compares y = x / 2**shared with the midpoints between neighbouring
-# E2M1 magnitudes. In quarters (4 * y) the midpoints are integers: 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.
+# Rounding an element to E2M1 compares y = |x| / 2**shared with the midpoints between neighbouring
+# E2M1 magnitudes, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5 and 5, which are integers in quarters (4 * y).
 # Crossing midpoint i moves from magnitude code i to i + 1. On a tie the even code wins, so ties go up
 # exactly when i is odd (0.75 -> 1, 1.75 -> 2, 3.5 -> 4) and stay down otherwise.
 _MIDPOINT_QUARTERS = (1, 3, 5, 7, 10, 14, 20)
@@ -456,8 +456,9 @@ def _encode_elements_array(x_bits: np.ndarray, scales: np.ndarray) -> np.ndarray
     """Array form of :func:`encode_element` (broadcasting ``scales``), returning ``int64`` codes."""
     sign, significand, lsb = fp32.decode_finite_array(x_bits)
     # 4 * |x| / 2**shared = significand * 2**k. Only floor(4y) and whether 4y is an integer matter,
-    # because every midpoint is an integer in quarters. Clipping k is exact: k >= 5 already saturates
-    # (significand >= 1), and dropping 62 bits of a 24-bit significand leaves 0 either way.
+    # because every midpoint is an integer in quarters. Clipping k loses nothing: k >= 0 only happens
+    # for normal x (subnormals have k <= -20 at every scale), whose significand >= 2**23 saturates
+    # either way; and dropping 62 bits of a 24-bit significand leaves 0 either way.
     k = lsb - (scales - E8M0_BIAS) + 2
     left = np.clip(k, 0, 8)
     right = np.clip(-k, 0, 62)
@@ -488,11 +489,17 @@ def _align(magnitude: np.ndarray, shift: np.ndarray) -> np.ndarray:
 def _add_scaled_unchecked(acc: np.ndarray, dot: np.ndarray, exp: np.ndarray) -> np.ndarray:
     """Array form of :func:`fp32_add_scaled` on ``int64`` arrays, without range checks.
 
-    Both operands are placed in a 60-bit window whose top is the higher of their leading bits. The
-    operand with the higher leading bit always fits (it has at most 24 significant bits); the other
-    one, if its bits run below the window, is truncated with a sticky bit. That only happens when it
-    is below ``2**-36`` of the larger operand, so the sum's rounding position lies at least 34 bits
-    above the window bottom and the sticky bit gives the correctly rounded result.
+    Both operands are placed in a window of ``_WINDOW_BITS`` (60) bits below the higher of their two
+    leading-bit positions, so the exact sum fits an ``int64``. The operand with the higher leading bit
+    always fits (it has at most 24 significant bits); the other one, if its bits run below the
+    window, is truncated with a sticky bit OR-ed into the window's lowest bit. This is the classic
+    guard/round/sticky argument, exact for any window of at least 27 bits (24 + guard + round +
+    sticky): a truncated operand is then below 1/8 of the larger one, so the sum's leading bit is at
+    most one position below the larger operand's, its ulp is at least 4 window units, and its rounding
+    (half-ulp) bit lies strictly above the sticky bit while the larger operand has no bits there.
+    (The tests fail with a 26-bit window.) With 60 bits the truncated operand is below ``2**-35`` of
+    the larger one, which is itself exactly representable (or far beyond the overflow threshold), so
+    it cannot change the result at all.
     """
     a_sign, a_mag, a_lsb = fp32.decode_finite_array(acc)
     d_sign = (dot < 0).astype(np.int64)
@@ -570,13 +577,13 @@ def _check_codes(arr, name: str) -> np.ndarray:
 
 def _as_float32(x) -> np.ndarray:
     arr = np.asarray(x)
-    if arr.dtype == np.float32:
-        return arr
-    if arr.dtype in (np.float16, ml_dtypes.bfloat16):
+    if arr.dtype == ml_dtypes.bfloat16:
         return arr.astype(np.float32)                  # widening: exact
-    if arr.dtype == np.float64:
-        with np.errstate(over="ignore"):               # overflow to ±Inf is the documented result
-            return arr.astype(np.float32)
+    if arr.dtype.kind == "f":
+        # float16 widens exactly; float64 and wider round to nearest-even, overflowing to ±Inf as
+        # documented (hence no overflow warning). A native float32 array is returned as is.
+        with np.errstate(over="ignore"):
+            return arr.astype(np.float32, copy=False)
     raise MXTypeError(f"x must be a floating array (float32, bfloat16, float16 or float64), "
                       f"got dtype {arr.dtype}")
 
