@@ -2,8 +2,8 @@
 
 Every module in :mod:`poblano.commands` is a subcommand: it exports ``NAME``, ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``. Bad input raises
-:class:`poblano.errors.UsageError`; it is printed as one line, ``poblano <command>: error: ...``,
-and the exit status is 2.
+:class:`poblano.errors.UsageError` (or the golden model's :class:`sim_models.mx.MXFormatError`);
+it is printed as one line, ``poblano <command>: error: ...``, and the exit status is 2.
 """
 
 import argparse
@@ -42,9 +42,11 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    from sim_models.mx import MXFormatError
+
     try:
         return int(args._run(args) or 0)
-    except UsageError as exc:
+    except (UsageError, MXFormatError) as exc:
         print(f"poblano {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
