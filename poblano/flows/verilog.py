@@ -6,6 +6,7 @@ the waivers below. Each waiver names a warning that Amaranth's Yosys back end tr
 designs; anything else fails the lint.
 """
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,6 @@ def lint(name, path):
     cmd = [str(toolchain.verilator_bin()), "--lint-only", "-Wall", "--top-module", name]
     cmd += [f"-Wno-{code}" for code in LINT_WAIVERS]
     cmd.append(str(path))
-    env = toolchain.activate(dict(__import__("os").environ))
+    env = toolchain.activate(dict(os.environ))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     return LintResult(name, Path(path), out.returncode == 0, (out.stdout + out.stderr).strip())

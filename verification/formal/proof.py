@@ -19,6 +19,7 @@ Conventions for properties (Amaranth 0.5 has no ``Past``: register what you need
 import os
 import re
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,6 @@ prep -top top
 
 def run(proof, build_dir=None):
     """Run ``proof``; returns a :class:`ProofResult` (``passed`` False on a failed or errored proof)."""
-    import time
-
     build_dir = Path(build_dir or BUILD_DIR)
     work = build_dir / proof.name
     work.mkdir(parents=True, exist_ok=True)
