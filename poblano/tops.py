@@ -28,6 +28,12 @@ class Top:
 TOPS = [
     Top("stream_register", "rtl.common.stream_register:StreamRegister", {"shape": 64}, fpga=True,
         description="full-throughput skid-buffer register slice, 64-bit payload"),
+    Top("mx_quantizer", "rtl.mx.quantizer:MXQuantizer", {"input_format": "fp32"}, fpga=True,
+        description="MX quantizer: 32 FP32 in, 32 E2M1 codes + E8M0 scale out per cycle, FLOOR/RCEIL"),
+    Top("mx_mac_array", "rtl.mx.mac_array:MacArray", {"rows": 4, "cols": 4, "mapping": (9, 7)}, fpga=True,
+        description="4x4 MXFP4 MAC array, 8 accumulators/PE, products on 9 MULT18 + 7 DP16KD pairs per PE"),
+    Top("mx_block_dot", "rtl.mx.block_dot:BlockDot", {},
+        description="block-dot unit: 32 E2M1 products, two E8M0 scales, one binary32 accumulate (RNE)"),
 ]
 
 

@@ -8,9 +8,10 @@ reproduces a whole run: ``COCOTB_RANDOM_SEED=<seed> make test``.
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-__all__ = ["numpy_rng", "start_clock_and_reset", "wait_until", "WatchdogTimeout", "CLOCK_PERIOD_NS"]
+__all__ = ["numpy_rng", "start_clock_and_reset", "wait_until", "WatchdogTimeout", "TransferSpan",
+           "CLOCK_PERIOD_NS"]
 
 CLOCK_PERIOD_NS = 10
 
@@ -47,3 +48,46 @@ async def wait_until(clock, predicate, *, max_cycles, what="condition"):
             return cycle
         await RisingEdge(clock)
     raise WatchdogTimeout(f"no progress: {what} not reached within {max_cycles} cycles")
+
+
+class TransferSpan:
+    """Counts clock cycles and records the first transfer on any of ``inputs`` and the last on ``output``.
+
+    ``inputs`` and ``output`` are stream port prefixes (``"i"`` means ``i__valid``/``i__ready``).
+    :attr:`cycles` is the span from the first input accepted to the last output delivered, both
+    cycles included: the figure the benchmarks report. :meth:`restart` forgets both marks (to
+    measure the next job); the counter runs until :meth:`stop`.
+    """
+
+    def __init__(self, dut, clock, inputs, output):
+        self.cycle = 0
+        self.first = None
+        self.last = None
+        self._inputs = [(getattr(dut, f"{p}__valid"), getattr(dut, f"{p}__ready")) for p in inputs]
+        self._output = (getattr(dut, f"{output}__valid"), getattr(dut, f"{output}__ready"))
+        self._clock = clock
+        self._task = cocotb.start_soon(self._run())
+
+    @property
+    def cycles(self):
+        """Cycles from the first input transfer to the last output transfer (0 before both)."""
+        if self.first is None or self.last is None:
+            return 0
+        return self.last - self.first + 1
+
+    def restart(self):
+        self.first = self.last = None
+
+    def stop(self):
+        self._task.cancel()
+
+    async def _run(self):
+        out_valid, out_ready = self._output
+        while True:
+            await RisingEdge(self._clock)
+            await ReadOnly()
+            self.cycle += 1
+            if self.first is None and any(v.value == 1 and r.value == 1 for v, r in self._inputs):
+                self.first = self.cycle
+            if out_valid.value == 1 and out_ready.value == 1:
+                self.last = self.cycle

@@ -34,4 +34,7 @@ def run(args):
         print(f"{name}: Fmax {report['fmax_mhz']:.1f} MHz, LUT4 {report['lut4']['used']}, "
               f"FF {report['ff']['used']}, MULT18 {report['mult18']['used']}, "
               f"DP16KD {report['bram_dp16kd']['used']}  (build/fpga/{name}/report.md)", flush=True)
+        if not report["timing_met"]:
+            print(f"{name}: timing NOT met: Fmax {report['fmax_mhz']:.1f} MHz is below the "
+                  f"{report['target_mhz']:.0f} MHz target", flush=True)
     return 1 if failed else 0

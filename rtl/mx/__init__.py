@@ -1,0 +1,1 @@
+"""MXFP4 tensor core: block-dot unit, MAC array, accumulate adder and quantizer."""
