@@ -28,6 +28,8 @@ class Top:
 TOPS = [
     Top("stream_register", "rtl.common.stream_register:StreamRegister", {"shape": 64}, fpga=True,
         description="full-throughput skid-buffer register slice, 64-bit payload"),
+    Top("kv_cache", "rtl.kv.kv_cache:KvCache", {}, fpga=True,
+        description="KV-cache SRAM controller: 64 pages x 16 records x 64 bits, 4 banks, (72,64) SECDED"),
     Top("mx_quantizer", "rtl.mx.quantizer:MXQuantizer", {"input_format": "fp32"}, fpga=True,
         description="MX quantizer: 32 FP32 in, 32 E2M1 codes + E8M0 scale out per cycle, FLOOR/RCEIL"),
     Top("mx_mac_array", "rtl.mx.mac_array:MacArray", {"rows": 4, "cols": 4, "mapping": (9, 7)}, fpga=True,

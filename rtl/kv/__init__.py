@@ -1,0 +1,1 @@
+"""KV-cache SRAM controller: paged, banked, SECDED-protected on-chip token-record storage."""
