@@ -36,6 +36,8 @@ TOPS = [
         description="4x4 MXFP4 MAC array, 8 accumulators/PE, products on 9 MULT18 + 7 DP16KD pairs per PE"),
     Top("mx_block_dot", "rtl.mx.block_dot:BlockDot", {},
         description="block-dot unit: 32 E2M1 products, two E8M0 scales, one binary32 accumulate (RNE)"),
+    Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1},
+        description="5-port mesh router: 4 VCs x 4 flits per port, 2 classes, 64-bit flits, XY, credits"),
 ]
 
 

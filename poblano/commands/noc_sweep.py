@@ -1,0 +1,101 @@
+"""``poblano noc-sweep``: sweep the offered rate of ``poblano noc``; CSV, latency-throughput plot.
+
+The zero-load latency is the average latency measured at the lowest rate of the sweep (a very light
+load); the saturation throughput is the highest offered rate whose average latency is at most 3x the
+zero-load latency (and the accepted throughput there).
+"""
+
+import csv
+import json
+from pathlib import Path
+
+from poblano.commands import noc
+from poblano.errors import UsageError
+
+NAME = "noc-sweep"
+HELP = "sweep the offered rate on the RTL mesh: CSV, latency-vs-throughput PNG, saturation"
+
+
+def add_arguments(parser):
+    parser.add_argument("--mesh", default="2x2", metavar="KXxKY", help="mesh size (default 2x2)")
+    parser.add_argument("--traffic", default="uniform",
+                        metavar="uniform|transpose|bitcomp|hotspot|neighbor", help="destination pattern")
+    parser.add_argument("--rates", default="0.02,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0",
+                        help="comma-separated offered rates (flits/node/cycle), ascending")
+    parser.add_argument("--packet-flits", type=int, default=4, help="flits per packet (1..15)")
+    parser.add_argument("--cycles", type=int, default=1000, help="measured cycles per point")
+    parser.add_argument("--warmup", type=int, default=200, help="warm-up cycles per point")
+    parser.add_argument("--seed", type=int, default=1, help="traffic seed")
+    parser.add_argument("--sim", default="verilator", metavar="verilator|icarus", help="simulator")
+    parser.add_argument("--out", default="build/noc-sweep", help="output directory for CSV and PNG")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def parse_rates(text):
+    try:
+        rates = [float(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        raise UsageError(f"--rates must be comma-separated numbers, not {text!r}") from None
+    if not rates or any(not 0.0 < r <= 1.0 for r in rates) or rates != sorted(rates):
+        raise UsageError(f"--rates must be ascending rates within (0, 1], not {text!r}")
+    return rates
+
+
+def saturation(points, zero_load):
+    """Highest offered rate whose average latency is at most 3x ``zero_load`` (None if none)."""
+    ok = [p for p in points if p["latency_avg"] is not None and p["latency_avg"] <= 3 * zero_load]
+    return max(ok, key=lambda p: p["offered"]) if ok else None
+
+
+def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, out):
+    points = [noc.experiment(kx, ky, traffic=traffic, rate=r, packet_flits=packet_flits, cycles=cycles,
+                             warmup=warmup, seed=seed, sim=sim) for r in rates]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"noc-{kx}x{ky}-{traffic}"
+    with open(out / f"{stem}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(points[0]))
+        writer.writeheader()
+        writer.writerows(points)
+    zero_load = points[0]["latency_avg"]
+    sat = saturation(points, zero_load)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([p["accepted"] for p in points], [p["latency_avg"] for p in points], "o-")
+    ax.axhline(3 * zero_load, linestyle=":", color="grey", label="3x zero-load latency")
+    ax.set_xlabel("accepted throughput (flits/node/cycle)")
+    ax.set_ylabel("average packet latency (cycles)")
+    ax.set_title(f"{kx}x{ky} mesh, {traffic}, {packet_flits}-flit packets")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / f"{stem}.png", dpi=100)
+    plt.close(fig)
+    bad = sum(p["lost"] + p["duplicated"] + p["corrupted"] + p["reordered"] for p in points)
+    return {"mesh": f"{kx}x{ky}", "traffic": traffic, "packet_flits": packet_flits,
+            "zero_load_latency": zero_load,
+            "saturation_offered": sat["offered"] if sat else None,
+            "saturation_accepted": sat["accepted"] if sat else None,
+            "saturation_min_node": sat["accepted_min_node"] if sat else None,
+            "checker_errors": bad, "csv": str(out / f"{stem}.csv"), "png": str(out / f"{stem}.png"),
+            "points": points}
+
+
+def run(args):
+    kx, ky = noc.validate(argparse_like(args, rate=0.5))
+    rates = parse_rates(args.rates)
+    summary = sweep(kx, ky, traffic=args.traffic, rates=rates, packet_flits=args.packet_flits,
+                    cycles=args.cycles, warmup=args.warmup, seed=args.seed, sim=args.sim, out=args.out)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for key, value in summary.items():
+            if key != "points":
+                print(f"{key:20s} {value}")
+    return 1 if summary["checker_errors"] else 0
+
+
+def argparse_like(args, **overrides):
+    from types import SimpleNamespace
+    return SimpleNamespace(**{**vars(args), **overrides})

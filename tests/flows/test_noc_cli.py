@@ -1,0 +1,51 @@
+"""``poblano noc`` / ``poblano noc-sweep``: one-line errors for bad requests, one real run."""
+
+import json
+
+import pytest
+
+from poblano import cli
+from poblano.commands.noc_sweep import saturation
+
+
+def _run(capsys, *args):
+    status = cli.main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["noc", "--mesh", "9x9"], "does not fit the header's coordinates"),
+    (["noc", "--mesh", "4by4"], "--mesh must look like 4x4"),
+    (["noc", "--rate", "1.5"], "--rate must be within 0..1"),
+    (["noc", "--rate", "-0.1"], "--rate must be within 0..1"),
+    (["noc", "--traffic", "tornado"], "unknown traffic pattern 'tornado'"),
+    (["noc", "--mesh", "2x4", "--traffic", "transpose"], "square mesh"),
+    (["noc", "--packet-flits", "16"], "--packet-flits must be 1..15"),
+    (["noc-sweep", "--rates", "0.5,0.2"], "ascending"),
+    (["noc-sweep", "--mesh", "5x5"], "does not fit"),
+    (["noc-sweep", "--traffic", "bogus"], "unknown traffic pattern"),
+])
+def test_bad_requests_get_one_line_errors(capsys, args, message):
+    status, out, err = _run(capsys, *args)
+    assert status == 2
+    assert message in err and err.count("\n") == 1 and err.startswith(f"poblano {args[0]}: error: ")
+
+
+def test_saturation_definition():
+    points = [{"offered": r, "accepted": r, "latency_avg": lat}
+              for r, lat in [(0.1, 10), (0.5, 20), (0.7, 30), (0.8, 31), (0.9, 80)]]
+    assert saturation(points, 10)["offered"] == 0.7
+    assert saturation(points, 2) is None
+
+
+@pytest.mark.cocotb
+def test_noc_runs_clean_on_the_rtl(capsys):
+    status, out, _ = _run(capsys, "noc", "--mesh", "2x2", "--traffic", "uniform", "--rate", "0.3",
+                          "--packet-flits", "4", "--cycles", "300", "--warmup", "50", "--json")
+    assert status == 0
+    result = json.loads(out)
+    assert result["packets_delivered"] == result["packets_injected"] > 0
+    assert result["lost"] == result["duplicated"] == result["corrupted"] == result["reordered"] == 0
+    assert abs(result["accepted"] - 0.3) < 0.1
+    assert result["latency_avg"] >= 5
