@@ -42,6 +42,7 @@ class RandomTraffic:
         self.phase = "grow"
         self.phase_changes = 0
         self._no_space_mark = 0
+        self._beyond_truncates = 0    # truncates sent past the sequence's length
 
     # -- helpers -----------------------------------------------------------------------------------
     def _pick(self, items):
@@ -108,7 +109,10 @@ class RandomTraffic:
         if name == "truncate":
             seq = self._seq(live)
             length = m.length[seq] if 0 <= seq < c.seqs else 0
-            if self._chance(0.08):
+            # The first few truncates past the end are likelier, so even a short trace that never
+            # reaches the shrink phase exercises out_of_range.
+            if self._chance(0.3 if self._beyond_truncates < 3 else 0.08):
+                self._beyond_truncates += 1
                 new = length + int(self.rng.integers(1, 4))
             elif self._chance(0.7):
                 new = max(0, length - int(self.rng.integers(0, c.page_tokens + 2)))
