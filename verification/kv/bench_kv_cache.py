@@ -14,15 +14,13 @@ Cycle conventions (the observer samples once per cycle, after the clock edge):
 
 import json
 import os
-import random
 
 import cocotb
-from cocotb.triggers import RisingEdge
 
 from sim_models.kv_cache import KvConfig
 from verification import config
-from verification.bench import numpy_rng, start_clock_and_reset
-from verification.kv.env import KvEnv
+from verification.bench import numpy_rng
+from verification.kv.env import reads_during_appends, start_env
 from verification.kv.traffic import RandomTraffic
 
 _RESULTS = {}
@@ -34,10 +32,7 @@ def _save():
 
 
 async def _env(dut, **kwargs):
-    for port in ("cmd", "rd"):
-        getattr(dut, f"{port}__valid").value = 0
-    await start_clock_and_reset(dut)
-    return KvEnv(dut, KvConfig(**config()), rng=random.Random(random.getrandbits(32)), **kwargs)
+    return await start_env(dut, KvConfig(**config()), **kwargs)
 
 
 async def _ok(env, op):
@@ -52,32 +47,13 @@ async def read_bandwidth(dut):
     env = await _env(dut)
     c = env.config
     length = min(c.max_len, (c.pages // 4) * c.page_tokens)
-    await _ok(env, {"op": "open", "seq": 0})
-    for k in range(length):
-        env.command({"op": "append", "seq": 0, "data": k})
-    await env.drain()
-    writers = list(range(1, min(c.seqs, 4)))
-    for seq in writers:
-        await _ok(env, {"op": "open", "seq": seq})
-    reads = [env.read(0, 0, length) for _ in range(8)]
-    budget = min(len(writers) * c.max_len, (c.pages - c.pages // 4) * c.page_tokens)
-    appends = 0
-    while not all(r.done for r in reads):
-        if len(env.cmd) < 2 and appends < budget:
-            seq = writers[appends % len(writers)]
-            env.command({"op": "append", "seq": seq, "data": appends})
-            appends += 1
-        await RisingEdge(dut.clk)
-    await env.drain()
-    first, last = reads[0].first_cycle, reads[-1].last_cycle
-    records = sum(len(r.reply["data"]) for r in reads)
-    concurrent = sum(1 for p in env.commands_done
-                     if p.op["op"] == "append" and first <= p.reply_cycle <= last)
+    budget = min((min(c.seqs, 4) - 1) * c.max_len, (c.pages - c.pages // 4) * c.page_tokens)
+    run = await reads_during_appends(env, length=length, reads=8, append_budget=budget)
     _RESULTS["bandwidth"] = {
-        "reads": len(reads), "records": records, "cycles": last - first + 1,
-        "records_per_cycle": records / (last - first + 1),
-        "appends_committed_meanwhile": concurrent,
-        "append_rate": concurrent / (last - first + 1),
+        "reads": len(run.reads), "records": run.records, "cycles": run.cycles,
+        "records_per_cycle": run.records_per_cycle,
+        "appends_committed_meanwhile": run.appends_meanwhile,
+        "append_rate": run.appends_meanwhile / run.cycles,
     }
     await env.finish()
     _save()

@@ -21,19 +21,21 @@ largest value, which is still out of range, so the reply is the one the model gi
 original value. ``{"op": "bad_op"}`` sends the unassigned opcode 7 (reply ``bad_op``).
 """
 
+import random
 from collections import Counter, deque
+from dataclasses import dataclass
 
 import cocotb
 from cocotb.triggers import Event, ReadOnly, RisingEdge
 
 from rtl.kv.layouts import KvGeometry, Op
 from sim_models.kv_cache import STATUSES, KvCacheModel
-from verification.bench import wait_until
+from verification.bench import start_clock_and_reset, wait_until
 from verification.packing import pack, unpack
 from verification.scoreboard import ScoreboardError
 from verification.stream import StreamDriver, StreamSink
 
-__all__ = ["KvEnv", "Pending"]
+__all__ = ["KvEnv", "Pending", "start_env", "ReadBandwidth", "reads_during_appends"]
 
 _OPCODES = {"open": Op.OPEN, "append": Op.APPEND, "fork": Op.FORK, "truncate": Op.TRUNCATE,
             "close": Op.CLOSE, "stat": Op.STAT, "inject": Op.INJECT, "bad_op": 7}
@@ -327,3 +329,66 @@ class KvEnv:
         if reply != model:
             raise ScoreboardError(f"kv at rest: stat {reply} differs from the model's {model}")
         self.model.check_invariant()
+
+
+async def start_env(dut, config, **options):
+    """Reset the controller and return a fresh :class:`KvEnv` for ``config`` (a ``KvConfig``).
+
+    A previous test in the same simulation may have left a request presented: it is withdrawn
+    first. The environment's random choices come from cocotb's seeded :mod:`random`.
+    """
+    for port in ("cmd", "rd"):
+        getattr(dut, f"{port}__valid").value = 0
+    await start_clock_and_reset(dut)
+    return KvEnv(dut, config, rng=random.Random(random.getrandbits(32)), **options)
+
+
+@dataclass
+class ReadBandwidth:
+    """What :func:`reads_during_appends` measured (cycles as the observer counts them)."""
+    reads: list                # the read :class:`Pending` objects, in issue order
+    records: int               # records delivered by them
+    cycles: int                # first record of the first read .. last record of the last, inclusive
+    appends_meanwhile: int     # appends whose reply was presented within those cycles
+
+    @property
+    def records_per_cycle(self):
+        return self.records / self.cycles
+
+
+async def reads_during_appends(env, *, length, reads, append_budget):
+    """Whole-sequence reads of one sequence back to back while other sequences are appended.
+
+    Sequence 0 is opened and filled with ``length`` records; sequences 1..3 (as many as exist) are
+    opened; then ``reads`` reads of all of sequence 0 are queued at once, and while they run one
+    append at a time (at most two queued) goes round-robin to the other sequences, at most
+    ``append_budget`` in all and none into a full sequence. Every reply is checked as usual.
+    """
+    c = env.config
+    writers = list(range(1, min(c.seqs, 4)))
+
+    async def open_(seq):
+        reply = await env.run({"op": "open", "seq": seq})
+        assert reply["status"] == "ok", f"open {seq}: {reply}"
+
+    await open_(0)
+    for k in range(length):
+        env.command({"op": "append", "seq": 0, "data": k})
+    await env.drain()
+    for seq in writers:
+        await open_(seq)
+    pending = [env.read(0, 0, length) for _ in range(reads)]
+    appends = 0
+    while not all(r.done for r in pending):
+        if len(env.cmd) < 2 and appends < append_budget:
+            seq = writers[appends % len(writers)]
+            if env.model is None or env.model.length[seq] < c.max_len:
+                env.command({"op": "append", "seq": seq, "data": appends})
+            appends += 1
+        await RisingEdge(env.dut.clk)
+    await env.drain()
+    first, last = pending[0].first_cycle, pending[-1].last_cycle
+    meanwhile = sum(1 for p in env.commands_done
+                    if p.op["op"] == "append" and first <= p.reply_cycle <= last)
+    return ReadBandwidth(reads=pending, records=sum(len(r.reply["data"]) for r in pending),
+                         cycles=last - first + 1, appends_meanwhile=meanwhile)

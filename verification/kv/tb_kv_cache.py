@@ -12,15 +12,13 @@ command, and every ``stat`` checks the RTL's free-page and live-sequence counts 
 * ``read_throughput``: reads stream one record per cycle while another sequence is appended.
 """
 
-import random
 
 import cocotb
-from cocotb.triggers import RisingEdge
 
 from sim_models.kv_cache import KvConfig
 from verification import config
-from verification.bench import numpy_rng, start_clock_and_reset
-from verification.kv.env import KvEnv
+from verification.bench import numpy_rng
+from verification.kv.env import reads_during_appends, start_env
 from verification.kv.traffic import RandomTraffic
 
 
@@ -29,12 +27,7 @@ def _config():
 
 
 async def _env(dut, **kwargs):
-    # A previous test in this simulation may have left a request presented: withdraw it.
-    for port in ("cmd", "rd"):
-        getattr(dut, f"{port}__valid").value = 0
-    await start_clock_and_reset(dut)
-    rng = random.Random(random.getrandbits(32))
-    return KvEnv(dut, _config(), rng=rng, **kwargs)
+    return await start_env(dut, _config(), **kwargs)
 
 
 async def _expect(env, op, status="ok", **fields):
@@ -275,33 +268,12 @@ async def read_throughput(dut):
     env = await _env(dut)
     c = env.config
     length = min(c.max_len, (c.pages // 2) * c.page_tokens)
-    await _expect(env, {"op": "open", "seq": 0})
-    for k in range(length):
-        env.command({"op": "append", "seq": 0, "data": k})
-    await env.drain()
-    writers = [s for s in range(1, min(c.seqs, 4))]
-    for seq in writers:
-        await _expect(env, {"op": "open", "seq": seq})
-
-    reads = [env.read(0, 0, length) for _ in range(max(4, 256 // length))]
-    budget = (c.pages - length // c.page_tokens) * c.page_tokens - 1
-    appends = 0
-    while not all(r.done for r in reads):
-        if len(env.cmd) < 2 and appends < budget:
-            seq = writers[appends % len(writers)]
-            if env.model.length[seq] < c.max_len:
-                env.command({"op": "append", "seq": seq, "data": appends})
-            appends += 1
-        await RisingEdge(dut.clk)
-    await env.drain()
-    first, last = reads[0].first_cycle, reads[-1].last_cycle
-    records = sum(len(r.reply["data"]) for r in reads)
-    rate = records / (last - first + 1)
-    concurrent = sum(1 for p in env.commands_done
-                     if p.op["op"] == "append" and first <= p.reply_cycle <= last)
+    run = await reads_during_appends(env, length=length, reads=max(4, 256 // length),
+                                     append_budget=(c.pages - length // c.page_tokens) * c.page_tokens - 1)
+    rate = run.records_per_cycle
     dut._log.info("read_throughput: %d records in %d cycles (%.3f per cycle) with %d appends "
-                  "committed meanwhile; first record %d cycles after acceptance",
-                  records, last - first + 1, rate, concurrent, reads[0].first_cycle - reads[0].accept_cycle)
-    assert concurrent > 0, "no append ran concurrently with the reads"
+                  "committed meanwhile; first record %d cycles after acceptance", run.records, run.cycles,
+                  rate, run.appends_meanwhile, run.reads[0].first_cycle - run.reads[0].accept_cycle)
+    assert run.appends_meanwhile > 0, "no append ran concurrently with the reads"
     assert rate >= 0.95, f"read port delivered {rate:.3f} records per cycle"
     await env.finish()
