@@ -20,16 +20,21 @@ HELP = "run synthetic traffic on the RTL mesh and report throughput, latency and
 PARAMS = dict(width=32, vcs=2, depth=4, classes=2, coord_bits=2, hash_bits=4)
 
 
-def add_arguments(parser):
+def add_experiment_arguments(parser, *, per_point=""):
+    """The arguments ``noc`` and ``noc-sweep`` share, except the offered rate."""
     parser.add_argument("--mesh", default="2x2", metavar="KXxKY", help="mesh size (default 2x2)")
     parser.add_argument("--traffic", default="uniform",
                         metavar="uniform|transpose|bitcomp|hotspot|neighbor", help="destination pattern")
-    parser.add_argument("--rate", type=float, default=0.1, help="offered flits per node per cycle, 0..1")
     parser.add_argument("--packet-flits", type=int, default=4, help="flits per packet (1..15)")
-    parser.add_argument("--cycles", type=int, default=1000, help="measured cycles")
-    parser.add_argument("--warmup", type=int, default=200, help="warm-up cycles before measuring")
+    parser.add_argument("--cycles", type=int, default=1000, help=f"measured cycles{per_point}")
+    parser.add_argument("--warmup", type=int, default=200, help=f"warm-up cycles before measuring{per_point}")
     parser.add_argument("--seed", type=int, default=1, help="traffic seed")
     parser.add_argument("--sim", default="verilator", metavar="verilator|icarus", help="simulator")
+
+
+def add_arguments(parser):
+    add_experiment_arguments(parser)
+    parser.add_argument("--rate", type=float, default=0.1, help="offered flits per node per cycle, 0..1")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 

@@ -17,16 +17,9 @@ HELP = "sweep the offered rate on the RTL mesh: CSV, latency-vs-throughput PNG, 
 
 
 def add_arguments(parser):
-    parser.add_argument("--mesh", default="2x2", metavar="KXxKY", help="mesh size (default 2x2)")
-    parser.add_argument("--traffic", default="uniform",
-                        metavar="uniform|transpose|bitcomp|hotspot|neighbor", help="destination pattern")
+    noc.add_experiment_arguments(parser, per_point=" per point")
     parser.add_argument("--rates", default="0.02,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0",
                         help="comma-separated offered rates (flits/node/cycle), ascending")
-    parser.add_argument("--packet-flits", type=int, default=4, help="flits per packet (1..15)")
-    parser.add_argument("--cycles", type=int, default=1000, help="measured cycles per point")
-    parser.add_argument("--warmup", type=int, default=200, help="warm-up cycles per point")
-    parser.add_argument("--seed", type=int, default=1, help="traffic seed")
-    parser.add_argument("--sim", default="verilator", metavar="verilator|icarus", help="simulator")
     parser.add_argument("--out", default="build/noc-sweep", help="output directory for CSV and PNG")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
