@@ -178,12 +178,13 @@ async def random_trace(dut):
     env = await _env(dut, cmd_idle=0.2, cmd_stall=0.3, rd_idle=0.2, rd_stall=0.3)
     c = env.config
     # A pool this size fills (and empties) many times in the trace; a larger one is filled by the
-    # directed test here and by the long traces of benchmarks/kv_cache.py.
+    # directed test here and by the long traces of benchmarks/kv_cache.py, and its trace switches
+    # to shrinking every 200 commands so that truncates and closes (and reads racing them) come often.
     small_pool = c.pages * c.page_tokens <= 256
     rng = numpy_rng(1)
     traffic = RandomTraffic(env, rng, commands=1500 if small_pool else 800,
-                            reads=600 if small_pool else 300, cmd_depth=3, read_depth=3,
-                            active_seqs=4)
+                            reads=600, cmd_depth=3, read_depth=3,
+                            active_seqs=4, grow_commands=None if small_pool else 200)
     await traffic.run()
     events = env.model.events
     dut._log.info("random_trace: %d commands, %d reads, %d cycles, %d phase changes; reads racing "

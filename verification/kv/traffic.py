@@ -28,7 +28,7 @@ class RandomTraffic:
     """
 
     def __init__(self, env, rng, *, commands, reads, cmd_depth=2, read_depth=3, max_read=None,
-                 active_seqs=None):
+                 active_seqs=None, grow_commands=None):
         self.env = env
         self.rng = rng
         self.commands = commands
@@ -43,6 +43,10 @@ class RandomTraffic:
         self.phase_changes = 0
         self._no_space_mark = 0
         self._beyond_truncates = 0    # truncates sent past the sequence's length
+        #: A grow phase also ends after this many commands (for pools too large to fill in a trace).
+        self.grow_commands = grow_commands
+        self._generated = 0
+        self._phase_start = 0
 
     # -- helpers -----------------------------------------------------------------------------------
     def _pick(self, items):
@@ -77,16 +81,21 @@ class RandomTraffic:
         m, c, live, _ = self._state()
         no_space = m.events["status:append:no_space"]
         if self.phase == "grow":
-            if no_space - self._no_space_mark >= 3 or (m.free_pages == 0 and self._chance(0.05)):
+            grown = (self.grow_commands is not None
+                     and self._generated - self._phase_start >= self.grow_commands)
+            if no_space - self._no_space_mark >= 3 or (m.free_pages == 0 and self._chance(0.05)) or grown:
                 self.phase, self._no_space_mark = "shrink", no_space
                 self.phase_changes += 1
+                self._phase_start = self._generated
         elif len(live) <= 1 or m.free_pages >= c.pages - 1:
             self.phase = "grow"
             self.phase_changes += 1
+            self._phase_start = self._generated
 
     # -- operations --------------------------------------------------------------------------------
     def next_command(self):
         self._update_phase()
+        self._generated += 1
         m, c, live, dead = self._state()
         weights = _GROW if self.phase == "grow" else _SHRINK
         names = list(weights)
