@@ -5,6 +5,8 @@ run). :func:`numpy_rng` derives a NumPy generator from the same seed and logs it
 reproduces a whole run: ``COCOTB_RANDOM_SEED=<seed> make test``.
 """
 
+import os
+
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
@@ -21,10 +23,17 @@ class WatchdogTimeout(AssertionError):
 
 
 def numpy_rng(stream=0):
-    """A NumPy generator seeded from ``cocotb.RANDOM_SEED`` (``stream`` selects independent ones)."""
+    """A NumPy generator seeded from the test's seed ``cocotb.RANDOM_SEED`` (``stream`` selects
+    independent ones).
+
+    cocotb derives each test's seed from the regression's ``COCOTB_RANDOM_SEED`` and the test's
+    name, so the regression seed (logged by cocotb at start-up and by the runner on failure) is the
+    one that reproduces a run.
+    """
     seed = cocotb.RANDOM_SEED
-    cocotb.log.info("NumPy generator %d seeded from COCOTB_RANDOM_SEED=%d "
-                    "(reproduce with COCOTB_RANDOM_SEED=%d)", stream, seed, seed)
+    regression_seed = os.environ.get("COCOTB_RANDOM_SEED", "the one cocotb logged at start-up")
+    cocotb.log.info("NumPy generator %d seeded from this test's seed %d (reproduce with "
+                    "COCOTB_RANDOM_SEED=%s)", stream, seed, regression_seed)
     return np.random.default_rng([seed, stream])
 
 

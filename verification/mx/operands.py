@@ -2,14 +2,14 @@
 
 Each generator returns ``(a_codes, a_scales, b_codes, b_scales, c)`` with ``c`` float32 or None, in
 the shapes of :func:`sim_models.mx.matmul`. The adversarial kinds aim at the numeric corner classes
-of :mod:`verification.mx.coverage`.
+of :mod:`verification.mx.coverage`; :data:`CORNER_STEPS` reaches each of them by construction.
 """
 
 import numpy as np
 
 from sim_models import mx
 
-__all__ = ["KINDS", "make", "random_gemm"]
+__all__ = ["CORNER_STEPS", "KINDS", "corner_gemm", "make", "random_gemm"]
 
 B = mx.BLOCK_SIZE
 
@@ -110,6 +110,52 @@ def _ties(rng, m, n, k):
     row_e = exponents[:, 0]
     a_scales[:] = (row_e[:, None] + 105 - 120).astype(np.uint8)
     b_scales[:] = 120
+    return a_codes, a_scales, b_codes, b_scales, c
+
+
+def _one_product(a_code, b_code):
+    """Codes of two blocks whose dot product is the single product ``a_code x b_code``."""
+    return [a_code] + [0] * (B - 1), [b_code] + [0] * (B - 1)
+
+
+def _step(acc, blocks, sa, sb):
+    a, b = blocks
+    return a, sa, b, sb, acc
+
+
+# One accumulation step ``(a codes, a scale, b codes, b scale, acc bits)`` per numeric corner class
+# of :mod:`verification.mx.coverage`, built by hand so that every run reaches every class whatever its
+# seed. The term added is ``dot * 2**(sa + sb - 256)`` with ``dot`` in quarters.
+CORNER_STEPS = {
+    "normal_result":        _step(0x3F80_0000, _one_product(2, 2), 127, 127),   # 1 + 1
+    "subnormal_result":     _step(0x0000_0000, _one_product(1, 1), 58, 58),     # 0 + 2**-140
+    "subnormal_acc":        _step(0x0000_0010, _one_product(1, 1), 54, 53),     # 16 + 1 ulp of 2**-149
+    "underflow_to_zero":    _step(0x0000_0000, _one_product(1, 1), 53, 52),     # 0 + 2**-151
+    "negative_zero":        _step(0x8000_0000, _one_product(9, 1), 53, 52),     # -0 - 2**-151
+    "exact_cancellation":   _step(0xBF80_0000, _one_product(2, 2), 127, 127),   # -1 + 1
+    "massive_cancellation": _step(0xC48F_F800, ([7] * B, [7] * B), 127, 127),   # -1151.75 + 1152
+    "rounding_tie":         _step(0x3F80_0000, _one_product(1, 1), 116, 116),   # 1 + 2**-24
+    "rounding_inexact":     _step(0x3F80_0000, _one_product(1, 1), 116, 115),   # 1 + 2**-25
+    "carry_into_binade":    _step(0x3FFF_FFFF, _one_product(1, 1), 116, 116),   # (2 - 2**-23) + 2**-24
+    "overflow_to_inf":      _step(0x7F7F_FFFF, ([7] * B, [7] * B), 254, 127),   # max + 4608 * 2**125
+    "inf_acc":              _step(0x7F80_0000, _one_product(2, 2), 127, 127),
+    "nan_acc":              _step(0x7FC0_0000, _one_product(2, 2), 127, 127),
+    "nan_scale":            _step(0x3F80_0000, _one_product(2, 2), 0xFF, 127),
+    "zero_block":           _step(0x3F80_0000, ([0] * B, [8] * B), 127, 127),
+    "max_block":            _step(0x0000_0000, ([7] * B, [15] * B), 127, 127),  # -4608 quarters
+}
+
+
+def corner_gemm(rng, k=64):
+    """A square GEMM of side ``len(CORNER_STEPS)`` whose output (i, i) starts from C[i, i] and adds
+    corner step number i in its first block; the other outputs and blocks are random."""
+    steps = list(CORNER_STEPS.values())
+    m = n = len(steps)
+    a_codes, a_scales, b_codes, b_scales, c = random_gemm(rng, m, n, k)
+    for i, (a, sa, b, sb, acc) in enumerate(steps):
+        a_codes[i, :B], a_scales[i, 0] = a, sa
+        b_codes[:B, i], b_scales[0, i] = b, sb
+        c[i, i] = np.uint32(acc).view(np.float32)
     return a_codes, a_scales, b_codes, b_scales, c
 
 

@@ -2,8 +2,9 @@
 
 Requests (two MX blocks and an accumulator) stream in with random idle cycles; results stream out
 under random backpressure and are scoreboarded in order, bit for bit, against the golden step
-(canonical NaN for a 0xFF scale). Random requests, then adversarial ones aimed at each numeric
-corner class of :mod:`verification.mx.coverage`, which the last test checks were all hit.
+(canonical NaN for a 0xFF scale). Random requests, then one hand-built request per numeric corner
+class of :mod:`verification.mx.coverage` and random adversarial ones aimed at the same classes; the
+last test checks that every class was hit.
 
 Configuration (``verification.config()``): ``dsp_pairs``, ``rom_pairs`` (the product mapping).
 """
@@ -16,7 +17,7 @@ import numpy as np
 from rtl.mx.layouts import BlockDotRequest
 from sim_models import fp32, mx
 from verification.bench import numpy_rng, start_clock_and_reset, wait_until
-from verification.mx import coverage
+from verification.mx import coverage, operands
 from verification.scoreboard import InOrderScoreboard
 from verification.stream import StreamDriver, StreamSink
 
@@ -101,11 +102,13 @@ async def random_requests_full_rate(dut):
 
 @cocotb.test()
 async def adversarial_requests_with_stalls(dut):
-    """NaN scales, special accumulators, extreme and zero blocks, overflow, underflow, cancellation,
-    ties; random idle input cycles and random output stalls."""
+    """One hand-built step per numeric corner class, then random NaN scales, special accumulators,
+    extreme and zero blocks, overflow, underflow, cancellation, ties; random idle input cycles and
+    random output stalls."""
     rng = numpy_rng(1)
     random.seed(int(rng.integers(0, 1 << 31)))
-    await _run(dut, [_adversarial_request(rng) for _ in range(800)], 0.3, 0.4)
+    corners = list(operands.CORNER_STEPS.values())
+    await _run(dut, corners + [_adversarial_request(rng) for _ in range(800)], 0.3, 0.4)
 
 
 @cocotb.test()

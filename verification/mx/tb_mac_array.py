@@ -2,10 +2,11 @@
 
 Whole GEMMs are tiled onto the array (:mod:`verification.mx.tiling`) and driven through its five
 streams (:mod:`verification.mx.gemm_driver`); every output must equal the golden model bit for bit.
-Random GEMMs, adversarial GEMMs (:mod:`verification.mx.operands`), random idle cycles on every input
-and random stalls on the output, K from 32 to 1024, K split into chunks chained through C, and
-back-to-back one-block tiles. Every accumulation step sent is classified into the numeric corner
-classes of :mod:`verification.mx.coverage`; the last test reports them and fails on a class never hit.
+Random GEMMs, adversarial GEMMs (:mod:`verification.mx.operands`), one output per numeric corner
+class built by hand, random idle cycles on every input and random stalls on the output, K from 32 to
+1024, K split into chunks chained through C, and back-to-back one-block tiles. Every accumulation step
+sent is classified into the numeric corner classes of :mod:`verification.mx.coverage`; the last test
+reports them and fails on a class never hit.
 
 Configuration (``verification.config()``): ``rows``, ``cols``, ``interleave``.
 """
@@ -77,6 +78,14 @@ async def adversarial_tiles(dut):
     for kind in operands.KINDS:
         dut._log.info("adversarial kind %s", kind)
         await _gemm(dut, harness, operands.make(kind, rng, rows + 1, cols * slots, 128))
+
+
+@cocotb.test()
+async def corner_steps(dut):
+    """One output per numeric corner class, reached by construction (:data:`operands.CORNER_STEPS`),
+    among random outputs, with random idle cycles and output stalls."""
+    (rows, cols, slots), rng, harness = await _start(dut, 7, idle_prob=0.2, stall_prob=0.3)
+    await _gemm(dut, harness, operands.corner_gemm(rng))
 
 
 @cocotb.test()
