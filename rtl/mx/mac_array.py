@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from rtl.common.credited_buffer import CreditedBuffer
 from rtl.common.parameters import check_positive_int, parameter_error
 from rtl.mx.dot_product import LUT_PRODUCTS, ProductMapping, condition_operand
 from rtl.mx.layouts import TileCommand, a_beat, b_beat, c_beat, result_beat, row_lane
@@ -62,8 +62,8 @@ class MacArray(wiring.Component):
     interleave : int
         Accumulators per processing element = accumulate-adder pipeline registers (default 8).
     result_depth : int
-        Result beats the output buffer holds (default 32); it bounds how many tiles' results may be
-        waiting on a stalled ``o``.
+        Result beats the output buffer holds (default 32, in block RAM); it bounds how many tiles'
+        results may be waiting on a stalled ``o``.
     mapping : ProductMapping or (int, int)
         How each processing element builds its 32 products: LUT tables (default), 18x18
         multipliers for packed element pairs, or dual-port block-RAM product tables. The A and B
@@ -226,7 +226,9 @@ class MacArray(wiring.Component):
 
         # ---- results: de-skew the rows, buffer ----------------------------------------------------
         layout = result_beat(rows, cols)
-        m.submodules.results = fifo = SyncFIFOBuffered(width=layout.size, depth=self._result_depth)
+        # The edge's credits reserve a buffer entry for every result beat before it issues it, so
+        # the buffer has no full/ready path: its write enable is the last row's result register.
+        m.submodules.results = results = CreditedBuffer(layout, self._result_depth)
         beat = Signal(layout, name="result_in")
         for r in range(rows):
             m.d.comb += beat.data[r].eq(_delay(m, pes[r][cols - 1].row_o.fields, rows - 1 - r,
@@ -234,12 +236,10 @@ class MacArray(wiring.Component):
         last_row = pes[rows - 1][cols - 1].row_o
         m.d.comb += [
             beat.last.eq(last_row.result_last),
-            fifo.w_data.eq(beat),
-            fifo.w_en.eq(last_row.result),
-            self.o.valid.eq(fifo.r_rdy),
-            self.o.payload.eq(fifo.r_data),
-            fifo.r_en.eq(self.o.ready),
+            results.w_data.eq(beat),
+            results.w_en.eq(last_row.result),
         ]
+        wiring.connect(m, results.o, wiring.flipped(self.o))
         return m
 
 
