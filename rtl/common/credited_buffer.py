@@ -77,32 +77,46 @@ class CreditedBuffer(wiring.Component):
         m = Module()
         depth = self._depth
 
+        # The read port never reads the entry being written (see `stored`), so the RAM need not
+        # define a read/write collision: `no_rw_check` keeps Yosys from emulating one, which on
+        # ECP5 block RAM would cost a register and a multiplexer per data bit. Yosys honours it
+        # when it merges an output register into an asynchronous read port, so the read port is
+        # written that way: an asynchronous read and an enabled register, i.e. a synchronous read.
         m.submodules.storage = storage = Memory(shape=self._shape, depth=depth, init=[],
-                                                attrs={"ram_style": self._ram_style})
+                                                attrs={"ram_style": self._ram_style, "no_rw_check": 1})
         write = storage.write_port()
-        read = storage.read_port()
+        read = storage.read_port(domain="comb")
+        read_data = Signal(self._shape, name="read_data", reset_less=True)
 
         w_ptr = Signal(range(depth))
         r_ptr = Signal(range(depth))
         # Entries written in earlier cycles and not yet moved to the output register: an entry
         # being written now is not counted, so the read port never reads the address being written.
         stored = Signal(range(depth + 1))
+        # `stored != 0`, kept as a register: `o.ready` (a consumer's signal, possibly from far away)
+        # then passes one LUT to `fetch` and one multiplexer to every register it updates.
+        nonempty = Signal()
 
         fetch = Signal()
         m.d.comb += [
             write.en.eq(self.w_en),
             write.addr.eq(w_ptr),
             write.data.eq(self.w_data),
-            fetch.eq((stored != 0) & (~self.o.valid | self.o.ready)),
-            read.en.eq(fetch),
+            fetch.eq(nonempty & (~self.o.valid | self.o.ready)),
             read.addr.eq(r_ptr),
-            self.o.payload.eq(read.data),
+            self.o.payload.eq(read_data),
         ]
-        m.d.sync += stored.eq(stored + self.w_en - fetch)
+        # Both outcomes of `fetch` are computed from registers and `w_en` alone, then selected.
+        kept = stored + self.w_en
+        m.d.sync += [
+            stored.eq(Mux(fetch, kept - 1, kept)),
+            nonempty.eq(Mux(fetch, kept >= 2, kept >= 1)),
+        ]
         with m.If(self.w_en):
             m.d.sync += w_ptr.eq(_wrap_increment(w_ptr, depth))
         with m.If(fetch):
-            m.d.sync += [r_ptr.eq(_wrap_increment(r_ptr, depth)), self.o.valid.eq(1)]
+            m.d.sync += [read_data.eq(read.data), r_ptr.eq(_wrap_increment(r_ptr, depth)),
+                         self.o.valid.eq(1)]
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
 

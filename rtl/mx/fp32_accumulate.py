@@ -180,15 +180,19 @@ class Fp32Accumulate(wiring.Component):
         v = step(0, {
             "a_sign": acc[31], "a_be": a_be, "a_sig": Cat(a_frac, a_exp != 0),
             "a_nan": (a_exp == 0xFF) & (a_frac != 0), "a_inf": (a_exp == 0xFF) & (a_frac == 0),
-            "d_ap": (a_be - t["p_be"])[:11].as_signed(), "d_pa": (t["p_be"] - a_be)[:11].as_signed(),
+            "d_ap": (a_be - t["p_be"])[:11].as_signed(),
             **t,
         })
 
         # ---- step 1: choose the larger operand X ------------------------------------------------
-        swap = wire(1, (v["d_ap"] < 0) & ~v["p_zero"], "swap")            # the term is larger
-        d_abs = Mux(swap, v["d_pa"], v["d_ap"])
-        # A zero term is "below everything": shift it out entirely.
-        shift = Mux(v["p_zero"] | (d_abs > 31), 31, d_abs[:5])
+        d = v["d_ap"]
+        swap = wire(1, (d < 0) & ~v["p_zero"], "swap")                  # the term is larger
+        # Y is shifted right by |d|. For a swap, -d = ~d + 1: Y (the accumulator) enters the
+        # window already shifted right by one (wiring only) and is shifted by ~d, so no second
+        # subtractor is needed. Any shift of 27 or more moves all of Y into the sticky bit, and
+        # a zero term is "below everything": it is shifted out entirely.
+        far = Mux(d[10], d[5:11] != 0b111111, d[5:11] != 0)
+        shift = Mux(v["p_zero"] | far, 31, d[:5] ^ swap.replicate(5))
         p_sig24 = Cat(Const(0, 11), v["p_sig"])
         flag_names = ("a_sign", "a_nan", "a_inf", "nan", "keep")
         flags = {k: v[k] for k in flag_names}
@@ -196,7 +200,9 @@ class Fp32Accumulate(wiring.Component):
             **flags,
             "shift": shift,
             "x_sig": Mux(swap, p_sig24, v["a_sig"]),
-            "y_sig": Mux(swap, v["a_sig"], Mux(v["p_zero"], 0, p_sig24)),
+            # Y's window: 24 significand bits above guard, round and sticky (see step 2).
+            "y": Mux(swap, Cat(Const(0, 2), v["a_sig"], Const(0, 1)),
+                     Cat(Const(0, 3), Mux(v["p_zero"], 0, p_sig24))),
             "x_be": Mux(swap, v["p_be"], v["a_be"]),
             "x_sign": Mux(swap, v["p_sign"], v["a_sign"]),
             "sub": v["a_sign"] ^ v["p_sign"],
@@ -204,7 +210,7 @@ class Fp32Accumulate(wiring.Component):
         flags = {k: v[k] for k in flag_names}
 
         # ---- step 2: align Y right by the exponent difference, with a sticky bit -----------------
-        y = Cat(Const(0, 3), v["y_sig"])                       # 24 bits + guard, round, sticky
+        y = v["y"]                                             # 24 bits + guard, round, sticky
         sticky = Const(0, 1)
         for k in range(5):
             amount = 1 << k

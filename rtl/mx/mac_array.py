@@ -150,6 +150,7 @@ class MacArray(wiring.Component):
         block = Signal(16)
         slot = Signal(range(slots))
         credits = Signal(range(self._result_depth + 1), init=self._result_depth)
+        has_credit = Signal(init=1)                          # credits != 0, as a register
 
         # Registered flags keep the 16-bit block comparison out of the issue path.
         last_block = Signal()
@@ -158,7 +159,7 @@ class MacArray(wiring.Component):
         need_c = first_block & has_c
         issue = Signal()
         m.d.comb += issue.eq(active & (slot == phase) & self.a.valid & self.b.valid
-                             & (~need_c | self.c.valid) & (~last_block | (credits != 0)))
+                             & (~need_c | self.c.valid) & (~last_block | has_credit))
         tile_done = issue & last_block & last_slot
         m.d.comb += [
             self.b.ready.eq(issue),
@@ -181,6 +182,11 @@ class MacArray(wiring.Component):
         result_issued = issue & last_block
         popped = self.o.valid & self.o.ready
         m.d.sync += credits.eq(credits - result_issued + popped)
+        # From registers and the two late strobes only (both come through stream handshakes).
+        with m.If(result_issued & ~popped):
+            m.d.sync += has_credit.eq(credits >= 2)
+        with m.Elif(popped & ~result_issued):
+            m.d.sync += has_credit.eq(1)
 
         # A beat's sum is at the ring heads MacPe.latency cycles after issue; the beat issued then
         # carries it out of the row.
