@@ -19,8 +19,8 @@ class CreditedBuffer(wiring.Component):
     it issues work) does not need the full/ready logic of a general FIFO, and on an FPGA that logic
     is what limits a wide FIFO: ``ready`` gates the write enable of every RAM cell. Here the write
     enable is ``w_en`` itself, so when the producer drives it from a register it fans out from that
-    register alone. The storage is an :class:`amaranth.lib.memory.Memory` with a synchronous read
-    port, mapped to block RAM by default; its output register is ``o.payload``.
+    register alone. The storage is an :class:`amaranth.lib.memory.Memory`, mapped to block RAM by
+    default, read synchronously: an asynchronous read port into an enabled register, ``o.payload``.
 
     The writer must start with ``depth`` credits, spend one for every ``w_en`` and regain one for
     every transfer on ``o``. Writing while all ``depth`` entries are occupied breaks that contract;
