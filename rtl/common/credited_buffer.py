@@ -6,6 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import check_positive_int, parameter_error
+from rtl.common.unchecked_read import NO_RW_CHECK, unchecked_read_port
 
 __all__ = ["CreditedBuffer"]
 
@@ -77,16 +78,11 @@ class CreditedBuffer(wiring.Component):
         m = Module()
         depth = self._depth
 
-        # The read port never reads the entry being written (see `stored`), so the RAM need not
-        # define a read/write collision: `no_rw_check` keeps Yosys from emulating one, which on
-        # ECP5 block RAM would cost a register and a multiplexer per data bit. Yosys honours it
-        # when it merges an output register into an asynchronous read port, so the read port is
-        # written that way: an asynchronous read and an enabled register, i.e. a synchronous read.
+        # The read port never reads the entry being written (see `stored`): no collision logic.
         m.submodules.storage = storage = Memory(shape=self._shape, depth=depth, init=[],
-                                                attrs={"ram_style": self._ram_style, "no_rw_check": 1})
+                                                attrs={"ram_style": self._ram_style, **NO_RW_CHECK})
         write = storage.write_port()
-        read = storage.read_port(domain="comb")
-        read_data = Signal(self._shape, name="read_data", reset_less=True)
+        read = unchecked_read_port(m, storage, name="read")
 
         w_ptr = Signal(range(depth))
         r_ptr = Signal(range(depth))
@@ -104,7 +100,8 @@ class CreditedBuffer(wiring.Component):
             write.data.eq(self.w_data),
             fetch.eq(nonempty & (~self.o.valid | self.o.ready)),
             read.addr.eq(r_ptr),
-            self.o.payload.eq(read_data),
+            read.en.eq(fetch),
+            self.o.payload.eq(read.data),
         ]
         # Both outcomes of `fetch` are computed from registers and `w_en` alone, then selected.
         kept = stored + self.w_en
@@ -115,8 +112,7 @@ class CreditedBuffer(wiring.Component):
         with m.If(self.w_en):
             m.d.sync += w_ptr.eq(_wrap_increment(w_ptr, depth))
         with m.If(fetch):
-            m.d.sync += [read_data.eq(read.data), r_ptr.eq(_wrap_increment(r_ptr, depth)),
-                         self.o.valid.eq(1)]
+            m.d.sync += [r_ptr.eq(_wrap_increment(r_ptr, depth)), self.o.valid.eq(1)]
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
 

@@ -27,7 +27,12 @@ class _State(enum.Enum, shape=4):
     INJECT_TABLE = 7
     INJECT_READ = 8
     INJECT_LATCH = 9
-    COMMIT = 10
+    DRAIN = 10
+    INJECT_PAGE = 11
+    SHARE = 12
+    TAIL_READ = 13
+    LOOKUP = 14
+    COMMIT = 15
 
 
 class CommandEngine(wiring.Component):
@@ -43,19 +48,20 @@ class CommandEngine(wiring.Component):
     op           cycles from the cycle the command is accepted to the first cycle its reply is
                  valid (``f`` filled slots of a shared tail page, ``n`` pages visited)
     ============ =======================================================================================
-    open, stat   3
-    append       4 (first record of a page), 5 (in place: the tail page is looked up), 7 + f with
-                 copy-on-write (``2f`` when ``banks == 1``)
-    fork         5 + n (src's pages)
-    truncate     5 + n (pages released)
-    close        5 + n (pages held)
-    inject       6
-    errors       3 (``no_space``: 4 or 5, after the tail page is examined)
+    open, stat   4
+    append       5 (first record of a page), 8 (in place: the tail page and its count are looked
+                 up), 11 + f with copy-on-write (``f`` rises to ``3f/2`` when ``banks == 2``
+                 and ``2f`` when ``banks == 1``)
+    fork         6 + n (src's pages)
+    truncate     7 + n (pages released)
+    close        7 + n (pages held)
+    inject       9
+    errors       4 (``no_space``: 5 or 8, after the tail page is examined)
     ============ =======================================================================================
 
-    plus the cycles spent waiting: truncate and close of a sequence wait while the read engine is
-    accepting or issuing a read of it, inject while it is accepting or issuing any read; each then
-    locks those reads out until its commit. A commit waits while ``cmd_reply`` holds an undelivered
+    plus the cycles spent waiting: truncate and close of a sequence lock reads of it out (inject:
+    all reads) from the cycle after the check until their commit, and wait while the read engine
+    still holds or issues such a read. A commit waits while ``cmd_reply`` holds an undelivered
     reply. The next command is accepted in the commit cycle.
 
     Parameters
@@ -113,6 +119,8 @@ class CommandEngine(wiring.Component):
         live_count = Signal(g.live_width)
         m.d.comb += [link.live.eq(live), link.length.eq(lengths)]
 
+        state = Signal(_State)
+
         # ---- command register -------------------------------------------------------------------
         c_op = Signal(3)
         c_seq = Signal(g.seq_width)
@@ -133,14 +141,24 @@ class CommandEngine(wiring.Component):
 
         seq_index = c_seq[:g.seq_addr_width]
         arg_index = c_arg[:g.seq_addr_width]
-        seq_ok, cur_live, cur_len = g.sequence(live, lengths, c_seq)
-        arg_ok, arg_live, _ = g.sequence(live, lengths, c_arg)
+        # The sequence-table entries of `seq` and `arg`, registered (LOOKUP loads them; the table
+        # changes only at a commit, so they hold until the next command).
+        seq_ok, cur_live, arg_ok, arg_live = (Signal(name=n) for n in ("seq_ok", "cur_live",
+                                                                       "arg_ok", "arg_live"))
+        cur_len = Signal(g.length_width)
+        with m.If(state == _State.LOOKUP):
+            seq_entry = g.sequence(live, lengths, c_seq)
+            arg_entry = g.sequence(live, lengths, c_arg)
+            m.d.sync += [seq_ok.eq(seq_entry[0]), cur_live.eq(seq_entry[1]),
+                         cur_len.eq(seq_entry[2]), arg_ok.eq(arg_entry[0]),
+                         arg_live.eq(arg_entry[1])]
 
         # Per-command state, loaded in CHECK.
         c_len = Signal(g.length_width)
         slot = g.slot(c_len)                                         # append: slot of the record
         arg_slot = g.slot(c_arg)                                     # inject: slot of `pos`
         tail = Signal(g.page_width)             # append: the current tail page
+        tail_shared = Signal()                  # append: ... and its count is above one
         target = Signal(g.page_width)           # append: page receiving the record; inject: page
         new_page = Signal()                     # append: the block table gets `target` at commit
         status = Signal(Status)
@@ -152,13 +170,32 @@ class CommandEngine(wiring.Component):
         loop_index = Signal(g.index_width)
         loop_page = Signal(g.page_width)
         copy_read = Signal(g.slot_width + 1)    # copy-on-write: next slot to read
+        copy_latch = Signal()                   # ... a slot was read last cycle (`copy_latch_slot`)
+        copy_latch_slot = Signal(max(1, g.slot_width))
+        copy_pending = Signal()                 # ... `copy_word` is to be written (`copy_write`)
         copy_write = Signal(max(1, g.slot_width))
-        copy_pending = Signal()
+        copy_word = Signal(g.codeword_width)
         rmw = Signal(g.codeword_width)
         lock = Signal()
         lock_all = Signal()
         m.d.comb += [link.lock.eq(lock), link.lock_all.eq(lock_all), link.lock_seq.eq(c_seq),
                      link.query_seq.eq(c_seq)]
+
+        # ---- allocator requests, registered ----------------------------------------------------
+        # A request decided in one cycle reaches the allocator at the next edge, so that its
+        # reference-count registers are enabled by flip-flops, not by the sequencer's decisions.
+        # Every count the sequencer reads is current: the last request of a command is applied in
+        # its commit cycle, and the next command reads a count (SHARE) three cycles later at the
+        # earliest; ``alloc`` is requested only when settled and nothing is pending, so
+        # ``alloc_ready`` still holds when it arrives.
+        req_alloc = Signal()
+        req_incref = Signal()
+        req_decref = Signal()
+        req_page = Signal(g.page_width)
+        m.d.sync += [alloc.alloc.eq(req_alloc), alloc.incref.eq(req_incref),
+                     alloc.decref.eq(req_decref), alloc.ref_page.eq(req_page)]
+        alloc_pending = alloc.alloc | alloc.incref | alloc.decref
+        m.d.comb += alloc.query_page.eq(tail)           # looked up in DECIDE; selected by a register
 
         # ---- error checks, in the documented order ---------------------------------------------
         error = Signal(Status)
@@ -234,14 +271,16 @@ class CommandEngine(wiring.Component):
 
         m.d.comb += self.table_rd.en.eq(0)
 
-        state = Signal(_State)
 
         def goto(next_state):
             m.d.sync += state.eq(next_state)
 
         with m.If(state == _State.IDLE):
             with m.If(accept):
-                goto(_State.CHECK)
+                goto(_State.LOOKUP)
+
+        with m.Elif(state == _State.LOOKUP):
+            goto(_State.CHECK)
 
         with m.Elif(state == _State.CHECK):
             m.d.sync += [c_len.eq(cur_len), status.eq(error)]
@@ -250,76 +289,81 @@ class CommandEngine(wiring.Component):
             with m.Else():
                 with m.If(c_op == Op.APPEND):
                     if g.slot_width:
-                        read_table(c_seq, g.page_index(cur_len))
                         with m.If(g.slot(cur_len) == 0):
                             goto(_State.DECIDE)
                         with m.Else():
-                            goto(_State.TAIL)
+                            goto(_State.TAIL_READ)
                     else:
                         goto(_State.DECIDE)
                 with m.Elif(c_op == Op.FORK):
                     m.d.sync += [i.eq(0), n.eq(g.pages_for(cur_len)), acting.eq(0),
                                  loop_acting.eq(0)]
                     goto(_State.LOOP)
-                with m.Elif(c_op == Op.TRUNCATE):
-                    with m.If(~link.query_hit):
-                        m.d.sync += [i.eq(g.pages_for(c_arg)), n.eq(g.pages_for(cur_len)),
-                                     acting.eq(0), loop_acting.eq(0), lock.eq(1)]
-                        goto(_State.LOOP)
-                with m.Elif(c_op == Op.CLOSE):
-                    with m.If(~link.query_hit):
-                        m.d.sync += [i.eq(0), n.eq(g.pages_for(cur_len)), acting.eq(0),
-                                     loop_acting.eq(0),
-                                     lock.eq(1)]
-                        goto(_State.LOOP)
+                with m.Elif((c_op == Op.TRUNCATE) | (c_op == Op.CLOSE)):
+                    m.d.sync += lock.eq(1)
+                    goto(_State.DRAIN)
                 with m.Elif(c_op == Op.INJECT):
-                    with m.If(~link.read_busy):
-                        m.d.sync += [lock.eq(1), lock_all.eq(1)]
-                        goto(_State.INJECT_TABLE)
+                    m.d.sync += [lock.eq(1), lock_all.eq(1)]
+                    goto(_State.DRAIN)
                 with m.Else():                       # open, stat
                     goto(_State.COMMIT)
 
         # -- append ---------------------------------------------------------------------------
+        with m.Elif(state == _State.TAIL_READ):
+            read_table(c_seq, g.page_index(c_len))        # addressed from registers
+            goto(_State.TAIL)
+
         with m.Elif(state == _State.TAIL):
-            m.d.sync += tail.eq(self.table_rd.data)
+            m.d.sync += tail.eq(self.table_rd.data)         # block-RAM output into a register
+            goto(_State.SHARE)
+
+        with m.Elif(state == _State.SHARE):
+            m.d.sync += tail_shared.eq(alloc.query_count > 1)
             goto(_State.DECIDE)
 
         with m.Elif(state == _State.DECIDE):
-            m.d.comb += alloc.query_page.eq(tail)
-            shared = (slot != 0) & (alloc.query_count > 1)
+            shared = (slot != 0) & tail_shared
             with m.If((slot != 0) & ~shared):
                 m.d.sync += [target.eq(tail), new_page.eq(0)]
                 goto(_State.COMMIT)
-            with m.Elif(alloc.settled):
+            with m.Elif(alloc.settled & ~alloc_pending):
                 with m.If(~alloc.alloc_ready):
                     m.d.sync += status.eq(Status.NO_SPACE)
                     goto(_State.COMMIT)
                 with m.Else():
-                    m.d.comb += alloc.alloc.eq(1)
+                    m.d.comb += req_alloc.eq(1)
                     m.d.sync += [target.eq(alloc.alloc_page), new_page.eq(1),
-                                 copy_read.eq(0), copy_pending.eq(0)]
+                                 copy_read.eq(0), copy_latch.eq(0), copy_pending.eq(0)]
                     with m.If(shared):
                         goto(_State.COPY)
                     with m.Else():
                         goto(_State.COMMIT)
 
         with m.Elif(state == _State.COPY):
-            # Read slot s of the old tail page; one cycle later write it into the new page.
-            # The write and the next read go to consecutive banks, so one slot per cycle
-            # (every other cycle with a single bank).
+            # Read slot s of the old tail page; one cycle later register the word (block-RAM
+            # output into a register); one more cycle later write it into the new page. A read
+            # waits while the write goes to its bank, so with four banks or more one slot per
+            # cycle, with two banks two slots in three cycles, with one bank one in two.
             with m.If(copy_pending):
-                write_record(target, copy_write,
-                             g.bank_data(bank_ports, g.bank_of(copy_write)))
-            can_read = (copy_read < slot) & (~copy_pending if g.banks == 1 else 1)
+                write_record(target, copy_write, copy_word)
+            m.d.sync += copy_pending.eq(copy_latch)
+            with m.If(copy_latch):
+                m.d.sync += [copy_word.eq(g.bank_data(bank_ports, g.bank_of(copy_latch_slot))),
+                             copy_write.eq(copy_latch_slot)]
+            if g.bank_width:
+                bank_free = ~copy_pending | (g.bank_of(copy_read) != g.bank_of(copy_write))
+            else:
+                bank_free = ~copy_pending
+            can_read = (copy_read < slot) & bank_free
             with m.If(can_read):
                 read_record(tail, copy_read)
-                m.d.sync += [copy_write.eq(copy_read), copy_read.eq(copy_read + 1)]
-            m.d.sync += copy_pending.eq(can_read)
-            with m.If(~can_read & (copy_read == slot)):      # the last write is this cycle
+                m.d.sync += [copy_latch_slot.eq(copy_read), copy_read.eq(copy_read + 1)]
+            m.d.sync += copy_latch.eq(can_read)
+            with m.If((copy_read == slot) & ~copy_latch):    # the last write is this cycle
                 goto(_State.RELEASE_TAIL)
 
         with m.Elif(state == _State.RELEASE_TAIL):
-            m.d.comb += [alloc.decref.eq(1), alloc.ref_page.eq(tail)]
+            m.d.comb += [req_decref.eq(1), req_page.eq(tail)]
             goto(_State.COMMIT)
 
         # -- fork, truncate, close: walk block-table entries i .. n-1 ------------------------
@@ -332,33 +376,48 @@ class CommandEngine(wiring.Component):
             m.d.sync += [acting.eq(i < n), loop_acting.eq(acting), loop_index.eq(act_index),
                          loop_page.eq(self.table_rd.data)]
             with m.If(loop_acting):
-                m.d.comb += alloc.ref_page.eq(loop_page)
+                m.d.comb += req_page.eq(loop_page)
                 with m.If(c_op == Op.FORK):
                     m.d.comb += [
-                        alloc.incref.eq(1),
+                        req_incref.eq(1),
                         self.table_wr.addr.eq(g.table_address(c_arg, loop_index)),
                         self.table_wr.data.eq(loop_page),
                         self.table_wr.en.eq(1),
                     ]
                 with m.Else():
-                    m.d.comb += alloc.decref.eq(1)
+                    m.d.comb += req_decref.eq(1)
             with m.If((i >= n) & ~acting):                   # the last act is this cycle
                 goto(_State.COMMIT)
+
+        # -- truncate, close, inject: wait for the reads the lock did not stop -----------------
+        with m.Elif(state == _State.DRAIN):
+            # The lock rose at the end of CHECK, so no read of the sequence (of any sequence, for
+            # inject) is accepted from now on; a read accepted before is held or issuing.
+            busy = Mux(c_op == Op.INJECT, link.read_busy, link.query_hit)
+            with m.If(~busy):
+                with m.If(c_op == Op.INJECT):
+                    goto(_State.INJECT_TABLE)
+                with m.Else():
+                    m.d.sync += [i.eq(Mux(c_op == Op.TRUNCATE, g.pages_for(c_arg), 0)),
+                                 n.eq(g.pages_for(c_len)), acting.eq(0), loop_acting.eq(0)]
+                    goto(_State.LOOP)
 
         # -- inject: read-modify-write of one stored codeword ---------------------------------
         with m.Elif(state == _State.INJECT_TABLE):
             read_table(c_seq, g.page_index(c_arg))
+            goto(_State.INJECT_PAGE)
+        with m.Elif(state == _State.INJECT_PAGE):
+            m.d.sync += target.eq(self.table_rd.data)       # block-RAM output into a register
             goto(_State.INJECT_READ)
         with m.Elif(state == _State.INJECT_READ):
-            m.d.sync += target.eq(self.table_rd.data)
-            read_record(self.table_rd.data, arg_slot)
+            read_record(target, arg_slot)
             goto(_State.INJECT_LATCH)
         with m.Elif(state == _State.INJECT_LATCH):
             m.d.sync += rmw.eq(g.bank_data(bank_ports, g.bank_of(arg_slot)))
             goto(_State.COMMIT)
 
         # -- commit: state, record and reply change at one edge -------------------------------
-        with m.Else():                                    # _State.COMMIT (states 11-15 unused)
+        with m.Else():                                    # _State.COMMIT (all 16 states used)
             with m.If(reply_free):
                 m.d.sync += [
                     self.cmd_reply.valid.eq(1),
@@ -398,7 +457,7 @@ class CommandEngine(wiring.Component):
                     with m.Elif(c_op == Op.INJECT):
                         write_record(target, arg_slot, rmw ^ c_word)
                 with m.If(accept):
-                    goto(_State.CHECK)
+                    goto(_State.LOOKUP)
                 with m.Else():
                     goto(_State.IDLE)
         # Outside the state decoder, as one expression: a plain continuous assignment in Verilog, so that

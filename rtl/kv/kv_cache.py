@@ -5,6 +5,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import parameter_error
+from rtl.common.unchecked_read import NO_RW_CHECK, unchecked_read_port
 from sim_models.kv_cache import KvConfig
 
 from .command_engine import CommandEngine
@@ -101,7 +102,13 @@ class KvCache(wiring.Component):
         m.submodules.commands = commands = CommandEngine(g)
         m.submodules.reads = reads = ReadEngine(g)
         m.submodules.table = table = memory.Memory(shape=g.page_width, depth=g.table_depth, init=[])
-        banks = [memory.Memory(shape=g.codeword_width, depth=g.bank_depth, init=[])
+        # No bank address is ever read in the cycle it is written: the command engine reads and
+        # writes a bank in different cycles, and the read engine reads only records below a
+        # sequence's committed length in pages it holds, while writes go to the slot at the length
+        # (append), to a page just allocated (copy-on-write) or with every read locked out (inject).
+        # So the banks need no collision logic. The block table does: a copy-on-write replaces
+        # the entry of the tail page while a read of the same sequence may be fetching it.
+        banks = [memory.Memory(shape=g.codeword_width, depth=g.bank_depth, init=[], attrs=NO_RW_CHECK)
                  for _ in range(g.banks)]
         for b, bank in enumerate(banks):
             m.submodules[f"bank{b}"] = bank
@@ -117,7 +124,8 @@ class KvCache(wiring.Component):
         wiring.connect(m, reads.table, table.read_port())
         wiring.connect(m, commands.table_wr, table.write_port())
         for b, bank in enumerate(banks):
-            wiring.connect(m, reads.bank[b], bank.read_port())
-            wiring.connect(m, commands.bank_rd[b], bank.read_port())
+            wiring.connect(m, reads.bank[b], unchecked_read_port(m, bank, name=f"bank{b}_read"))
+            wiring.connect(m, commands.bank_rd[b],
+                           unchecked_read_port(m, bank, name=f"bank{b}_copy_read"))
             wiring.connect(m, commands.bank_wr[b], bank.write_port())
         return m

@@ -249,8 +249,10 @@ class EngineLinkSignature(wiring.Signature):
 
     ``live``/``length`` are the sequence table (registers). ``lock`` (with ``lock_seq``, or every
     sequence when ``lock_all``) stops the read engine accepting reads while a truncate, close or
-    inject is changing what they would see. ``query_hit`` says the read engine is accepting or still
-    issuing a read of ``query_seq``; ``read_busy`` that it is accepting or issuing any read.
+    inject is changing what they would see. ``query_hit`` says the read engine holds a read of
+    ``query_seq`` or is issuing one; ``read_busy`` that it holds or is issuing any read. A read being
+    accepted in the current cycle is not counted (both are registers' functions): the command engine
+    raises the lock first and consults them from the next cycle on.
     ``ecc_*`` are the read port's saturating ECC counters including this cycle's delivery.
     """
 

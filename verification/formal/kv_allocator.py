@@ -9,8 +9,8 @@ allocator:
 
 * the allocator's counts equal the shadow counts: every legal request has exactly its effect and an
   illegal one changes nothing, so no count ever goes below zero or wraps;
-* once settled (no change in the previous cycle), ``free_count`` equals the number of pages whose
-  count is zero: free pages + pages in use = ``pages`` (no page lost);
+* ``free_count`` equals the number of pages whose count was zero in the previous cycle (so, once
+  settled, of pages whose count is zero): free pages + pages in use = ``pages`` (no page lost);
 * ``alloc_page`` is free whenever ``alloc_ready`` (no page handed out twice), and once settled
   ``alloc_ready`` is high exactly when some page is free (a free page cannot be missed);
 * the sticky ``error`` flag is set exactly when an illegal request has been made.
@@ -60,10 +60,13 @@ def _harness():
         m.d.sync += illegal_seen.eq(1)
 
     zero_counts = sum((count == 0) for count in dut.counts)
+    zero_counts_before = Signal(range(g.pages + 1), init=g.pages)
+    m.d.sync += zero_counts_before.eq(zero_counts)
     with m.If(started):
         for p in range(g.pages):
             m.d.comb += Assert(dut.counts[p] == shadow[p])
         m.d.comb += [
+            Assert(port.free_count == zero_counts_before),
             Assert(~port.settled | (port.free_count == zero_counts)),
             Assert(~port.alloc_ready | (dut.counts[port.alloc_page] == 0)),
             Assert(~port.settled | (port.alloc_ready == (port.free_count != 0))),

@@ -137,9 +137,9 @@ def test_session_and_latencies():
         assert (reply["free_pages"], reply["live_seqs"]) == (7, 1)
 
     _run(dut, bench)
-    assert latency == {"open": 3, "stat": 3, "error": 3, "append_new_page": 4, "append_in_place": 5,
-                       "fork_2_pages": 7, "append_cow_2": 9, "read": 7, "inject": 6,
-                       "truncate_1_page": 6, "close_2_pages": 7}, latency
+    assert latency == {"open": 4, "stat": 4, "error": 4, "append_new_page": 5, "append_in_place": 8,
+                       "fork_2_pages": 8, "append_cow_2": 13, "read": 9, "inject": 9,
+                       "truncate_1_page": 8, "close_2_pages": 9}, latency
 
 
 def test_back_to_back_reads_keep_one_record_per_cycle():

@@ -54,6 +54,7 @@ def test_lowest_page_first_and_freeing():
         assert ctx.get(port.free_count) == 0              # 2 -> 1: still in use
         await _request(ctx, port, decref=1, page=2)
         assert ctx.get(port.free_count) == 0              # recounted one cycle later
+        assert not ctx.get(port.alloc_ready)
         await _settle(ctx, port)
         assert ctx.get(port.free_count) == 1
         assert ctx.get(port.alloc_ready) and ctx.get(port.alloc_page) == 2
