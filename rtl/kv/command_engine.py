@@ -1,6 +1,6 @@
 """Command port of the KV-cache controller: open, append, fork, truncate, close, stat, inject."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,9 +30,8 @@ class _State(enum.Enum, shape=4):
     DRAIN = 10
     INJECT_PAGE = 11
     SHARE = 12
-    TAIL_READ = 13
-    LOOKUP = 14
-    COMMIT = 15
+    LOOKUP = 13
+    COMMIT = 14
 
 
 class CommandEngine(wiring.Component):
@@ -40,28 +39,29 @@ class CommandEngine(wiring.Component):
 
     Every command is checked first (errors in the order of :mod:`sim_models.kv_cache`; a failing
     command changes nothing), then executed, then *committed*: the sequence table (``live``,
-    ``length``) changes, the record of an append is written, and the reply is loaded into the
-    ``cmd_reply`` register, all at one clock edge. A read accepted in the cycle the reply is first
-    presented, or later, sees the command; a read accepted earlier does not.
+    ``length``) changes and the reply is loaded into the ``cmd_reply`` register at one clock edge;
+    the record of an append goes into the bank write registers then and is written at the next
+    edge, before any read accepted after the commit reaches the bank. A read accepted in the cycle
+    the reply is first presented, or later, sees the command; a read accepted earlier does not.
 
     ============ =======================================================================================
     op           cycles from the cycle the command is accepted to the first cycle its reply is
                  valid (``f`` filled slots of a shared tail page, ``n`` pages visited)
     ============ =======================================================================================
     open, stat   4
-    append       5 (first record of a page), 8 (in place: the tail page and its count are looked
-                 up), 11 + f with copy-on-write (``f`` rises to ``3f/2`` when ``banks == 2``
-                 and ``2f`` when ``banks == 1``)
+    append       5 (first record of a page), 7 (in place: the tail page and its count are looked
+                 up), 11 + f with copy-on-write (``2f`` when ``banks == 1``)
     fork         6 + n (src's pages)
     truncate     7 + n (pages released)
     close        7 + n (pages held)
     inject       9
-    errors       4 (``no_space``: 5 or 8, after the tail page is examined)
+    errors       4 (``no_space``: 5 or 7, after the tail page is examined)
     ============ =======================================================================================
 
     plus the cycles spent waiting: truncate and close of a sequence lock reads of it out (inject:
     all reads) from the cycle after the check until their commit, and wait while the read engine
-    still holds or issues such a read. A commit waits while ``cmd_reply`` holds an undelivered
+    still holds or issues such a read; a copy-on-write append does the same from its decision on
+    (the copy overlaps the wait). A commit waits while ``cmd_reply`` holds an undelivered
     reply. The next command is accepted in the commit cycle.
 
     Parameters
@@ -172,10 +172,8 @@ class CommandEngine(wiring.Component):
         copy_read = Signal(g.slot_width + 1)    # copy-on-write: next slot to read
         copy_latch = Signal()                   # ... a slot was read last cycle (`copy_latch_slot`)
         copy_latch_slot = Signal(max(1, g.slot_width))
-        copy_pending = Signal()                 # ... `copy_word` is to be written (`copy_write`)
-        copy_write = Signal(max(1, g.slot_width))
-        copy_word = Signal(g.codeword_width)
-        rmw = Signal(g.codeword_width)
+        copy_store = Signal()                   # ... and two cycles ago (`copy_store_slot`)
+        copy_store_slot = Signal(max(1, g.slot_width))
         lock = Signal()
         lock_all = Signal()
         m.d.comb += [link.lock.eq(lock), link.lock_all.eq(lock_all), link.lock_seq.eq(c_seq),
@@ -231,25 +229,44 @@ class CommandEngine(wiring.Component):
                 m.d.comb += error.eq(Status.BAD_OP)
 
         # ---- bank port B: one read and one write per cycle, to different banks -----------------
+        # A write is decided in one cycle and performed in the next, from registers (bank enable,
+        # address, data), so no sequencer decision reaches a block-RAM port in the same cycle.
+        # A read in the cycle a write is performed must go to another bank (the write wins).
         rd_en = Signal()
         rd_bank = Signal(max(1, g.bank_width))
         rd_addr = Signal(g.bank_addr_width)
-        wr_en = Signal()
+        wr_en = Signal()                                     # decided this cycle
         wr_bank = Signal(max(1, g.bank_width))
         wr_addr = Signal(g.bank_addr_width)
         wr_data = Signal(g.codeword_width)
+        writing = Signal(g.banks)                            # performed this cycle, per bank
+        writing_addr = Signal(g.bank_addr_width, reset_less=True)
+        writing_data = Signal(g.codeword_width, reset_less=True)
+        m.d.sync += [
+            writing.eq(Cat(*[wr_en & ((wr_bank == b) if g.bank_width else 1)
+                             for b in range(g.banks)])),
+            writing_addr.eq(wr_addr),
+            writing_data.eq(wr_data),
+        ]
         for b in range(g.banks):
-            write_here = wr_en & ((wr_bank == b) if g.bank_width else 1)
             read_here = rd_en & ((rd_bank == b) if g.bank_width else 1)
-            addr = Mux(write_here, wr_addr, rd_addr)
+            addr = Mux(writing[b], writing_addr, rd_addr)
             m.d.comb += [
                 self.bank_wr[b].addr.eq(addr),
-                self.bank_wr[b].en.eq(write_here),
-                self.bank_wr[b].data.eq(wr_data),
+                self.bank_wr[b].en.eq(writing[b]),
+                self.bank_wr[b].data.eq(writing_data),
                 self.bank_rd[b].addr.eq(addr),
                 self.bank_rd[b].en.eq(read_here),
             ]
-        bank_ports = list(self.bank_rd)
+        # Every bank's read data, captured each cycle: the block-RAM outputs (late in the cycle)
+        # go straight into registers, and the bank is selected after them.
+        bank_words = Array(Signal(g.codeword_width, name=f"bank_word{b}", reset_less=True)
+                           for b in range(g.banks))
+        for b in range(g.banks):
+            m.d.sync += bank_words[b].eq(self.bank_rd[b].data)
+
+        def captured_word(slot_value):
+            return bank_words[g.bank_of(slot_value)] if g.bank_width else bank_words[0]
 
         def write_record(page, slot_value, word):
             m.d.comb += [wr_en.eq(1), wr_bank.eq(g.bank_of(slot_value)),
@@ -289,10 +306,11 @@ class CommandEngine(wiring.Component):
             with m.Else():
                 with m.If(c_op == Op.APPEND):
                     if g.slot_width:
+                        read_table(c_seq, g.page_index(cur_len))      # addressed from registers
                         with m.If(g.slot(cur_len) == 0):
                             goto(_State.DECIDE)
                         with m.Else():
-                            goto(_State.TAIL_READ)
+                            goto(_State.TAIL)
                     else:
                         goto(_State.DECIDE)
                 with m.Elif(c_op == Op.FORK):
@@ -309,10 +327,6 @@ class CommandEngine(wiring.Component):
                     goto(_State.COMMIT)
 
         # -- append ---------------------------------------------------------------------------
-        with m.Elif(state == _State.TAIL_READ):
-            read_table(c_seq, g.page_index(c_len))        # addressed from registers
-            goto(_State.TAIL)
-
         with m.Elif(state == _State.TAIL):
             m.d.sync += tail.eq(self.table_rd.data)         # block-RAM output into a register
             goto(_State.SHARE)
@@ -333,33 +347,32 @@ class CommandEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += req_alloc.eq(1)
                     m.d.sync += [target.eq(alloc.alloc_page), new_page.eq(1),
-                                 copy_read.eq(0), copy_latch.eq(0), copy_pending.eq(0)]
+                                 copy_read.eq(0), copy_latch.eq(0), copy_store.eq(0)]
                     with m.If(shared):
+                        # The commit will replace the tail page's block-table entry: reads of
+                        # the sequence are locked out, and the copy waits for those in flight,
+                        # so that no read fetches the entry in the cycle it is written.
+                        m.d.sync += lock.eq(1)
                         goto(_State.COPY)
                     with m.Else():
                         goto(_State.COMMIT)
 
         with m.Elif(state == _State.COPY):
-            # Read slot s of the old tail page; one cycle later register the word (block-RAM
-            # output into a register); one more cycle later write it into the new page. A read
-            # waits while the write goes to its bank, so with four banks or more one slot per
-            # cycle, with two banks two slots in three cycles, with one bank one in two.
-            with m.If(copy_pending):
-                write_record(target, copy_write, copy_word)
-            m.d.sync += copy_pending.eq(copy_latch)
-            with m.If(copy_latch):
-                m.d.sync += [copy_word.eq(g.bank_data(bank_ports, g.bank_of(copy_latch_slot))),
-                             copy_write.eq(copy_latch_slot)]
-            if g.bank_width:
-                bank_free = ~copy_pending | (g.bank_of(copy_read) != g.bank_of(copy_write))
-            else:
-                bank_free = ~copy_pending
+            # Read slot s of the old tail page; one cycle later its word (block-RAM output) is
+            # captured; the next cycle it goes into the write registers, and the cycle after it
+            # is written into the new page. A read waits while a write goes to its bank, so with
+            # two banks or more one slot per cycle, with one bank one in two.
+            m.d.sync += [copy_store.eq(copy_latch), copy_store_slot.eq(copy_latch_slot)]
+            with m.If(copy_store):
+                write_record(target, copy_store_slot, captured_word(copy_store_slot))
+            bank_free = ~(writing >> g.bank_of(copy_read))[0]
             can_read = (copy_read < slot) & bank_free
             with m.If(can_read):
                 read_record(tail, copy_read)
                 m.d.sync += [copy_latch_slot.eq(copy_read), copy_read.eq(copy_read + 1)]
             m.d.sync += copy_latch.eq(can_read)
-            with m.If((copy_read == slot) & ~copy_latch):    # the last write is this cycle
+            last_write = (copy_read == slot) & ~copy_latch & ~copy_store     # this cycle
+            with m.If(last_write & ~link.query_hit):
                 goto(_State.RELEASE_TAIL)
 
         with m.Elif(state == _State.RELEASE_TAIL):
@@ -413,11 +426,12 @@ class CommandEngine(wiring.Component):
             read_record(target, arg_slot)
             goto(_State.INJECT_LATCH)
         with m.Elif(state == _State.INJECT_LATCH):
-            m.d.sync += rmw.eq(g.bank_data(bank_ports, g.bank_of(arg_slot)))
+            # The word read is captured at the end of this cycle; it stays in the capture
+            # register through COMMIT, which reads nothing.
             goto(_State.COMMIT)
 
         # -- commit: state, record and reply change at one edge -------------------------------
-        with m.Else():                                    # _State.COMMIT (all 16 states used)
+        with m.Else():                                    # _State.COMMIT (state 15 unused)
             with m.If(reply_free):
                 m.d.sync += [
                     self.cmd_reply.valid.eq(1),
@@ -455,7 +469,7 @@ class CommandEngine(wiring.Component):
                                      lengths[seq_index].eq(0),
                                      live_count.eq(live_count - 1)]
                     with m.Elif(c_op == Op.INJECT):
-                        write_record(target, arg_slot, rmw ^ c_word)
+                        write_record(target, arg_slot, captured_word(arg_slot) ^ c_word)
                 with m.If(accept):
                     goto(_State.LOOKUP)
                 with m.Else():

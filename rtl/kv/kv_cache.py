@@ -101,13 +101,16 @@ class KvCache(wiring.Component):
         m.submodules.allocator = allocator = PageAllocator(g)
         m.submodules.commands = commands = CommandEngine(g)
         m.submodules.reads = reads = ReadEngine(g)
-        m.submodules.table = table = memory.Memory(shape=g.page_width, depth=g.table_depth, init=[])
-        # No bank address is ever read in the cycle it is written: the command engine reads and
-        # writes a bank in different cycles, and the read engine reads only records below a
-        # sequence's committed length in pages it holds, while writes go to the slot at the length
-        # (append), to a page just allocated (copy-on-write) or with every read locked out (inject).
-        # So the banks need no collision logic. The block table does: a copy-on-write replaces
-        # the entry of the tail page while a read of the same sequence may be fetching it.
+        # No address is ever read in the cycle it is written, so no memory needs collision logic.
+        # Banks: the command engine reads and writes a bank in different cycles, and the read
+        # engine reads only records below a sequence's committed length in pages it holds, while
+        # writes go to the slot at the length (append), to a page just allocated (copy-on-write)
+        # or with every read locked out (inject). Block table: the read engine reads entries below
+        # a sequence's length; writes go to the entry at the length (append), to a sequence that
+        # is not live (fork), or, replacing a shared tail page (copy-on-write), with reads of the
+        # sequence locked out and drained. The command engine reads and writes different entries.
+        m.submodules.table = table = memory.Memory(shape=g.page_width, depth=g.table_depth, init=[],
+                                                   attrs=NO_RW_CHECK)
         banks = [memory.Memory(shape=g.codeword_width, depth=g.bank_depth, init=[], attrs=NO_RW_CHECK)
                  for _ in range(g.banks)]
         for b, bank in enumerate(banks):
@@ -120,8 +123,8 @@ class KvCache(wiring.Component):
         wiring.connect(m, commands.link, reads.link)
         wiring.connect(m, commands.alloc, allocator.port)
 
-        wiring.connect(m, commands.table_rd, table.read_port())
-        wiring.connect(m, reads.table, table.read_port())
+        wiring.connect(m, commands.table_rd, unchecked_read_port(m, table, name="table_command_read"))
+        wiring.connect(m, reads.table, unchecked_read_port(m, table, name="table_read"))
         wiring.connect(m, commands.table_wr, table.write_port())
         for b, bank in enumerate(banks):
             wiring.connect(m, reads.bank[b], unchecked_read_port(m, bank, name=f"bank{b}_read"))

@@ -137,7 +137,7 @@ def test_session_and_latencies():
         assert (reply["free_pages"], reply["live_seqs"]) == (7, 1)
 
     _run(dut, bench)
-    assert latency == {"open": 4, "stat": 4, "error": 4, "append_new_page": 5, "append_in_place": 8,
+    assert latency == {"open": 4, "stat": 4, "error": 4, "append_new_page": 5, "append_in_place": 7,
                        "fork_2_pages": 8, "append_cow_2": 13, "read": 9, "inject": 9,
                        "truncate_1_page": 8, "close_2_pages": 9}, latency
 
