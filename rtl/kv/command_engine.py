@@ -193,7 +193,7 @@ class CommandEngine(wiring.Component):
         m.d.sync += [alloc.alloc.eq(req_alloc), alloc.incref.eq(req_incref),
                      alloc.decref.eq(req_decref), alloc.ref_page.eq(req_page)]
         alloc_pending = alloc.alloc | alloc.incref | alloc.decref
-        m.d.comb += alloc.query_page.eq(tail)           # looked up in DECIDE; selected by a register
+        m.d.comb += alloc.query_page.eq(tail)           # looked up in SHARE; selected by a register
 
         # ---- error checks, in the documented order ---------------------------------------------
         error = Signal(Status)
@@ -287,7 +287,6 @@ class CommandEngine(wiring.Component):
             m.d.sync += self.cmd_reply.valid.eq(0)
 
         m.d.comb += self.table_rd.en.eq(0)
-
 
         def goto(next_state):
             m.d.sync += state.eq(next_state)
