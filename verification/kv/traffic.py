@@ -105,9 +105,15 @@ class RandomTraffic:
         if name == "open":
             return {"op": "open", "seq": self._seq(dead)}
         if name == "append":
-            # Favour few sequences so that some grow to seq_full.
+            # Favour few sequences so that some grow to seq_full; now and then append to a full one.
             open_ended = [s for s in live if m.length[s] < c.max_len]
-            favourites = open_ended[:2] if self._chance(0.5) else (open_ended if self._chance(0.9) else live)
+            full = [s for s in live if m.length[s] == c.max_len]
+            if full and self._chance(0.15):
+                favourites = full
+            elif self._chance(0.5):
+                favourites = open_ended[:2]
+            else:
+                favourites = open_ended if self._chance(0.9) else live
             return {"op": "append", "seq": self._seq(favourites), "data": self._bits(c.token_bits)}
         if name == "fork":
             src = self._seq(live)
