@@ -105,7 +105,8 @@ def sim_params(sim):
 
 
 def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=None,
-               extra_env=None, seed=None, waves=None, build_name=None, timescale=("1ns", "1ps")):
+               extra_env=None, seed=None, waves=None, build_name=None, timescale=("1ns", "1ps"),
+               ports_only=False):
     """Build ``component`` for ``sim`` and run the cocotb ``test_module`` on it.
 
     Parameters
@@ -127,6 +128,10 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         Extra environment for the simulation (e.g. paths of input files).
     build_name : str, optional
         Overrides the build directory name derived from ``toplevel`` and ``config``.
+    ports_only : bool
+        Verilator only: make just the top level's signals visible to the testbench instead of every
+        signal of the hierarchy. For large designs (a mesh of routers) this cuts the generated C++ about
+        fivefold and its compile time with it; the testbench can then read and drive ports only.
 
     Returns
     -------
@@ -154,10 +159,12 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         if callable(component) and not hasattr(component, "signature"):
             component = component()
         text = write_verilog(component, source, name=toplevel)
-        digest = hashlib.sha256((text + sim + str(waves)).encode()).hexdigest()
+        digest = hashlib.sha256((text + sim + str(waves) + str(ports_only)).encode()).hexdigest()
         stamp = build_dir / ".built-from"
         runner = get_runner(sim)
         build_args = list(_VERILATOR_BUILD_ARGS) if sim == "verilator" else []
+        if sim == "verilator" and ports_only:
+            build_args += ["--no-public-flat-rw", "--public-depth", "1"]
         if sim == "verilator" and waves:
             build_args.append("--trace-fst")
         fresh = stamp.exists() and stamp.read_text() == digest

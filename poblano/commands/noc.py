@@ -1,9 +1,10 @@
 """``poblano noc``: synthetic traffic on the RTL mesh (cocotb), with the reference model checking it.
 
 The mesh is built in the cocotb configuration of the regression (32-bit flits, 2 classes x 1 VC of 4
-flits per port, 2-bit coordinates, so at most 4x4; the 2x2 build is shared with the tests). Traffic
-comes from Python drivers (``verification/noc/tb_experiment.py``); the synthesizable generators that
-would make 8x8 sweeps practical are not written yet.
+flits per port, 2-bit coordinates, so at most 4x4; the builds are shared with the tests, and the first
+4x4 Verilator build takes about six minutes). Traffic comes from Python drivers
+(``verification/noc/tb_experiment.py``), so a 4x4 point of 1200 cycles takes a few minutes; the
+synthesizable generators that would make 8x8 sweeps practical are not written yet.
 """
 
 import json
@@ -81,7 +82,8 @@ def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim
                    seed=seed)
         run_cocotb(lambda: Mesh(NocParams(**PARAMS), kx, ky), toplevel="noc_mesh", config=cfg,
                    build_name=f"noc_mesh-{slug}", test_module="verification.noc.tb_experiment", sim=sim,
-                   extra_env={"POBLANO_NOC_EXPERIMENT": json.dumps(exp), "POBLANO_NOC_RESULT": str(out)})
+                   extra_env={"POBLANO_NOC_EXPERIMENT": json.dumps(exp), "POBLANO_NOC_RESULT": str(out)},
+                   ports_only=True)
         return json.loads(out.read_text())
 
 

@@ -156,8 +156,11 @@ class NetworkInterface(wiring.Component):
         full = Signal(V)
         m.d.comb += [credit_ok.eq(Cat(*((cnt[u] != 0) | inj.credit[u] for u in range(V)))),
                      full.eq(Cat(*(cnt[u] == D for u in range(V))))]
-        m.submodules.track = track = OrderTracker(vcs=V, depth=D, hash_bits=p.hash_bits, queries=C)
-        errors.append(track.overflow)
+        # With one VC per class a flow's packets share a FIFO end to end: nothing to track.
+        track = None
+        if vpc > 1:
+            m.submodules.track = track = OrderTracker(vcs=V, depth=D, hash_bits=p.hash_bits, queries=C)
+            errors.append(track.overflow)
 
         cur_vc = [Signal(p.vc_bits, name=f"cur_vc{c}") for c in range(C)]
         sendable = Signal(C)
@@ -165,7 +168,9 @@ class NetworkInterface(wiring.Component):
         vc_of = []
         for c in range(C):
             front = queues[c].r_data[0]
-            m.d.comb += [queues[c].r_vc[0].eq(0), track.query[c].eq(front.hash)]
+            m.d.comb += queues[c].r_vc[0].eq(0)
+            if track is not None:
+                m.d.comb += track.query[c].eq(front.hash)
             mask = Const(sum(1 << u for u in p.vcs_of_class(c)), V)
             conflict = Cat(*(Cat(*(track.present[c][w] for w in p.vcs_of_class(c) if w != u)).any()
                              if vpc > 1 else 0 for u in range(V)))
@@ -231,12 +236,13 @@ class NetworkInterface(wiring.Component):
         m.d.comb += [taken.eq(Mux(send & s_head & ~s_tail, sent, 0)),
                      freed.eq(Mux(send & s_tail & ~s_head, sent, 0))]
         m.d.sync += free.eq((free | freed) & ~taken)
-        m.d.comb += [
-            track.push.eq(send & s_head), track.push_vc.eq(s_vc), track.push_hash.eq(s_hash),
-            track.push_sent.eq(s_tail), track.push_need.eq(need),
-            track.tail.eq(send & s_tail & ~s_head), track.tail_vc.eq(s_vc), track.tail_need.eq(need),
-            track.credit.eq(inj.credit),
-        ]
+        if track is not None:
+            m.d.comb += [
+                track.push.eq(send & s_head), track.push_vc.eq(s_vc), track.push_hash.eq(s_hash),
+                track.push_sent.eq(s_tail), track.push_need.eq(need),
+                track.tail.eq(send & s_tail & ~s_head), track.tail_vc.eq(s_vc), track.tail_need.eq(need),
+                track.credit.eq(inj.credit),
+            ]
 
         # ---------------------------------------------------------------- ejection
         ej = self.ej

@@ -21,7 +21,8 @@ class VcAllocator(wiring.Component):
     * free (no packet holds it, or its holder's tail crosses the switch this cycle),
     * able to take a flit next cycle (``credit_ok``), and
     * allowed by the order rule: the head's flow is not recorded in any *other* VC of that output
-      (:class:`~rtl.noc.order_tracker.OrderTracker`).
+      (:class:`~rtl.noc.order_tracker.OrderTracker`); with one VC per class the rule holds by
+      construction and no tracker is built.
 
     The head then takes ``pick`` (a free allowed VC, preferring one whose downstream buffer is empty)
     if, and only if, the switch allocator grants it; at most one head wins per output per cycle, so no
@@ -98,9 +99,12 @@ class VcAllocator(wiring.Component):
                 base = c * vpc
                 cls = slice(base, base + vpc)
                 group = [(i, v) for i in legal_inputs(o) for v in p.vcs_of_class(c)]
-                track = OrderTracker(vcs=vpc, depth=p.depth, hash_bits=p.hash_bits, queries=len(group))
-                m.submodules[f"track_{o}_{c}"] = track
-                errors.append(track.overflow)
+                # One VC per class: every flow has one FIFO per hop, so there is no order to keep.
+                track = None
+                if vpc > 1:
+                    track = OrderTracker(vcs=vpc, depth=p.depth, hash_bits=p.hash_bits, queries=len(group))
+                    m.submodules[f"track_{o}_{c}"] = track
+                    errors.append(track.overflow)
 
                 # Favourite of this (output, class): only it may take a VC while it waits.
                 waiting = Signal(len(group), name=f"waiting_{o}_{c}")
@@ -125,9 +129,12 @@ class VcAllocator(wiring.Component):
                 for q, (i, v) in enumerate(group):
                     j = i * V + v
                     here = self.head_port[j][o]
-                    m.d.comb += track.query[q].eq(self.head_hash[j])
-                    conflict = Cat(*(Cat(*(track.present[q][w] for w in range(vpc) if w != u)).any()
-                                     if vpc > 1 else 0 for u in range(vpc)))
+                    if track is None:
+                        conflict = Const(0, vpc)
+                    else:
+                        m.d.comb += track.query[q].eq(self.head_hash[j])
+                        conflict = Cat(*(Cat(*(track.present[q][w] for w in range(vpc) if w != u)).any()
+                                         for u in range(vpc)))
                     allowed = Signal(vpc, name=f"allowed_{o}_{i}_{v}")
                     pref = Signal(vpc, name=f"pref_{o}_{i}_{v}")
                     pick = Signal(vpc, name=f"pick_{o}_{i}_{v}")
@@ -151,6 +158,8 @@ class VcAllocator(wiring.Component):
                 onehot = Signal(vpc, name=f"push_onehot_{o}_{c}")
                 m.d.comb += onehot.eq(_or_all(push_terms, vpc))
                 push_onehot.append(onehot)
+                if track is None:
+                    continue
                 in_class = self.tail_valid[o] & _in_range(self.tail_vc[o], base, base + vpc, V)
                 m.d.comb += [
                     track.push.eq(granted.any()),
