@@ -147,12 +147,12 @@ def build(name, block, *, out_dir=None, seed=DEFAULT_SEED, target_mhz=None):
     plan.extract(str(out_dir))
     # Amaranth's script runs the three tools in turn; it runs twice, each time with the other
     # tools replaced by the shell's no-op `:`, so the netlist can be cleaned up in between.
-    log = []
+    tool_output = []
     for stage, active in (("synthesis", ("YOSYS",)), ("place and route", ("NEXTPNR_ECP5", "ECPPACK"))):
         env.update({tool: command if tool in active else ":" for tool, command in tools.items()})
         proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out_dir, env=env, capture_output=True, text=True)
-        log.append(proc.stdout + proc.stderr)
-        (out_dir / "build.log").write_text("".join(log))
+        tool_output.append(proc.stdout + proc.stderr)
+        (out_dir / "build.log").write_text("".join(tool_output))
         if proc.returncode != 0:
             raise RuntimeError(f"FPGA {stage} of {name} failed (exit {proc.returncode}); "
                                f"see {out_dir / 'build.log'} and {out_dir / 'top.tim'}")
