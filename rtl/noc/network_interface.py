@@ -169,11 +169,13 @@ class NetworkInterface(wiring.Component):
         for c in range(C):
             front = queues[c].r_data[0]
             m.d.comb += queues[c].r_vc[0].eq(0)
-            if track is not None:
-                m.d.comb += track.query[c].eq(front.hash)
             mask = Const(sum(1 << u for u in p.vcs_of_class(c)), V)
-            conflict = Cat(*(Cat(*(track.present[c][w] for w in p.vcs_of_class(c) if w != u)).any()
-                             if vpc > 1 else 0 for u in range(V)))
+            if track is None:
+                conflict = Const(0, V)
+            else:
+                m.d.comb += track.query[c].eq(front.hash)
+                conflict = Cat(*(Cat(*(track.present[c][w] for w in p.vcs_of_class(c) if w != u)).any()
+                                 for u in range(V)))
             allowed = Signal(V, name=f"allowed{c}")
             pref = Signal(V, name=f"pref{c}")
             pick = Signal(V, name=f"pick{c}")
