@@ -1,7 +1,7 @@
 """Fabric benchmark: zero-load latency per hop, rate sweeps on the RTL mesh (cocotb, Verilator).
 
-Run: ``.venv/bin/python -m benchmarks.noc [--mesh 2x2|4x4]`` (default both; the 4x4 sweeps take
-about half an hour on two cores). Writes ``build/noc-sweep/noc_sweep_<mesh>.json`` and each sweep's
+Run: ``.venv/bin/python -m benchmarks.noc [--mesh 2x2|4x4]`` (default both; the two 4x4 sweeps take
+about 20 minutes on two cores). Writes ``build/noc-sweep/noc_sweep_<mesh>.json`` and each sweep's
 CSV/PNG there; the figures are copied into ``benchmarks/results/noc.md``. Traffic comes from Python
 drivers, one call per node per cycle, so 8x8 waits for the synthesizable traffic generators.
 """
