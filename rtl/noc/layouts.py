@@ -238,11 +238,12 @@ def flow_hash(params, src_x, src_y, dest_x, dest_y):
 #: Destination patterns of the traffic generator, by register code.
 TRAFFIC_PATTERNS = ("uniform", "transpose", "bitcomp", "hotspot", "neighbor")
 
+#: Bits of :func:`traffic_tag_layout`; a fabric carries generated traffic if its ``user`` field holds them.
 TRAFFIC_TAG_BITS = 41
 
 
 def traffic_tag_layout():
-    """What the traffic generator keeps in a head flit's ``user`` field."""
+    """What the traffic generator keeps in a head flit's ``user`` field (``sim_models.noc_traffic.tag``)."""
     return data.StructLayout({"ts": 24, "seq": 16, "measured": 1})
 
 
@@ -253,14 +254,15 @@ def traffic_config_layout(params):
     packets per cycle, up to 65536); ``length``: flits per packet; ``pattern``: index into
     :data:`TRAFFIC_PATTERNS`; ``cls``/``cls_random``: the message class of every packet, or a random one;
     ``hot_x``/``hot_y``/``hot_rate``: the hotspot node and the probability (out of 65536) that a hotspot
-    packet goes to it; ``stall``: probability (out of 65536) that a checker holds ``ready`` low in a cycle;
-    ``seed``: seeds every random generator; ``warmup``/``measure``: the measurement window in cycles.
+    packet goes to it; ``stall``: probability (out of 65536) that a checker takes no word in a cycle;
+    ``seed``: seeds every random generator; ``warmup``/``measure``: the measurement window in cycles;
+    ``hist_shift``: latency histogram bins are ``2**hist_shift`` cycles wide.
+    The exact meaning of every field is the contract in :mod:`sim_models.noc_traffic`.
     """
     cb = params.coord_bits
     return data.StructLayout({
         "rate": 17, "length": LENGTH_BITS, "pattern": 3,
         "cls": params.class_bits, "cls_random": 1,
-        "hot_x": cb, "hot_y": cb, "hot_rate": 17, "stall": 17,
-        "seed": 32, "warmup": 32, "measure": 32,
+        "hot_x": cb, "hot_y": cb, "hot_rate": 17, "stall": 16,
+        "seed": 32, "warmup": 32, "measure": 32, "hist_shift": 3,
     })
-
