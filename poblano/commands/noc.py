@@ -1,10 +1,17 @@
-"""``poblano noc``: synthetic traffic on the RTL mesh (cocotb), with the reference model checking it.
+"""``poblano noc``: synthetic traffic on the RTL mesh (cocotb), every packet checked.
 
-The mesh is built in the cocotb configuration of the regression (32-bit flits, 2 classes x 1 VC of 4
-flits per port, 2-bit coordinates, so at most 4x4; the builds are shared with the tests, and the first
-4x4 Verilator build takes about six minutes). Traffic comes from Python drivers
-(``verification/noc/tb_experiment.py``), so a 4x4 point of 1200 cycles takes a few minutes; the
-synthesizable generators that would make 8x8 sweeps practical are not written yet.
+Two traffic sources, both on the same router configuration (2 classes x 1 VC of 4 flits per port):
+
+* ``--generator hardware`` (the default): a :class:`rtl.noc.traffic_mesh.TrafficMesh`, with a
+  synthesizable traffic generator and checker at every node (64-bit flits, 3-bit coordinates, so up
+  to 8x8). The testbench only configures the run and reads the counters, so an 8x8 point takes seconds
+  of simulation; the checkers' counts are compared with what the generators' reference model
+  (``sim_models.noc_traffic``) says each node must receive.
+* ``--generator python``: a :class:`rtl.noc.mesh.Mesh` (32-bit flits, at most 4x4) driven by cocotb
+  drivers with :class:`sim_models.noc.NetworkModel` checking every packet
+  (``verification/noc/tb_experiment.py``); a 4x4 point of 1200 cycles takes about a minute.
+
+The builds are shared with the regression's; the first Verilator build of a mesh takes minutes.
 """
 
 import json
@@ -17,8 +24,11 @@ from poblano.errors import UsageError
 NAME = "noc"
 HELP = "run synthetic traffic on the RTL mesh and report throughput, latency and checker counts"
 
-#: The mesh configuration (also the one of tests/rtl/noc/test_mesh_cocotb.py).
+#: The mesh configuration of Python-driven traffic (also the one of tests/rtl/noc/test_mesh_cocotb.py).
 PARAMS = dict(width=32, vcs=2, depth=4, classes=2, coord_bits=2, hash_bits=4)
+#: The configuration of hardware traffic (tests/rtl/noc/test_traffic_mesh_cocotb.py).
+HW_PARAMS = dict(width=64, vcs=2, depth=4, classes=2, coord_bits=3, hash_bits=4)
+GENERATORS = ("hardware", "python")
 
 
 def add_experiment_arguments(parser, *, per_point=""):
@@ -31,6 +41,15 @@ def add_experiment_arguments(parser, *, per_point=""):
     parser.add_argument("--warmup", type=int, default=200, help=f"warm-up cycles before measuring{per_point}")
     parser.add_argument("--seed", type=int, default=1, help="traffic seed")
     parser.add_argument("--sim", default="verilator", metavar="verilator|icarus", help="simulator")
+    parser.add_argument("--generator", default="hardware", metavar="hardware|python",
+                        help="traffic from synthesizable generators beside every node (default; up to "
+                             "8x8) or from cocotb drivers (up to 4x4)")
+    parser.add_argument("--vcs", type=int, default=2, metavar="2|4",
+                        help="virtual channels per port, split between the 2 classes (hardware generator "
+                             "only; default 2)")
+    parser.add_argument("--stall", type=float, default=0.0,
+                        help="probability that a node's receiver takes nothing in a cycle (hardware "
+                             "generator only; default 0)")
 
 
 def add_arguments(parser):
@@ -52,7 +71,10 @@ def parse_mesh(text, max_side):
 
 def validate(args):
     from sim_models.noc import PATTERNS
-    kx, ky = parse_mesh(args.mesh, 1 << PARAMS["coord_bits"])
+    if args.generator not in GENERATORS:
+        raise UsageError(f"--generator must be hardware or python, not {args.generator!r}")
+    params = HW_PARAMS if args.generator == "hardware" else PARAMS
+    kx, ky = parse_mesh(args.mesh, 1 << params["coord_bits"])
     if args.traffic not in PATTERNS:
         raise UsageError(f"unknown traffic pattern {args.traffic!r}; choose one of {', '.join(PATTERNS)}")
     if args.traffic == "transpose" and kx != ky:
@@ -65,32 +87,58 @@ def validate(args):
         raise UsageError("--cycles must be positive and --warmup not negative")
     if args.sim not in ("verilator", "icarus"):
         raise UsageError(f"--sim must be verilator or icarus, not {args.sim!r}")
+    if not 0.0 <= args.stall < 1.0:
+        raise UsageError(f"--stall must be within 0..1 (excluding 1), not {args.stall}")
+    if args.stall and args.generator != "hardware":
+        raise UsageError("--stall needs --generator hardware")
+    if args.vcs not in (2, 4):
+        raise UsageError(f"--vcs must be 2 or 4, not {args.vcs}")
+    if args.vcs != 2 and args.generator != "hardware":
+        raise UsageError("--vcs needs --generator hardware")
+    if not 0 <= args.seed < (1 << 32):
+        raise UsageError(f"--seed must be within 0..{(1 << 32) - 1}, not {args.seed}")
+    if args.generator == "hardware" and args.warmup + args.cycles >= (1 << 31):
+        raise UsageError("--warmup plus --cycles must stay below 2**31")
     return kx, ky
 
 
-def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim="verilator"):
-    """Run one experiment; returns the result dict (see ``verification/noc/tb_experiment.py``)."""
+def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim="verilator",
+               generator="hardware", stall=0.0, vcs=2):
+    """Run one experiment; returns the result dict (see ``verification/noc/tb_experiment.py`` and
+    ``verification/noc/traffic_run.py``)."""
     from rtl.noc.layouts import NocParams
     from rtl.noc.mesh import Mesh
+    from rtl.noc.traffic_mesh import TrafficMesh
     from verification.runner import run_cocotb
 
-    cfg = dict(PARAMS, kx=kx, ky=ky)
-    slug = "-".join(f"{k}{cfg[k]}" for k in sorted(cfg))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         exp = dict(traffic=traffic, rate=rate, packet_flits=packet_flits, cycles=cycles, warmup=warmup,
-                   seed=seed)
-        run_cocotb(lambda: Mesh(NocParams(**PARAMS), kx, ky), toplevel="noc_mesh", config=cfg,
-                   build_name=f"noc_mesh-{slug}", test_module="verification.noc.tb_experiment", sim=sim,
-                   extra_env={"POBLANO_NOC_EXPERIMENT": json.dumps(exp), "POBLANO_NOC_RESULT": str(out)},
-                   ports_only=True)
-        return json.loads(out.read_text())
+                   seed=seed, stall=stall)
+        env = {"POBLANO_NOC_EXPERIMENT": json.dumps(exp), "POBLANO_NOC_RESULT": str(out)}
+        if generator == "hardware":
+            params = dict(HW_PARAMS, vcs=vcs)
+            cfg = dict(params, kx=kx, ky=ky)
+            run_cocotb(lambda: TrafficMesh(NocParams(**params), kx, ky), toplevel="noc_traffic_mesh",
+                       config=cfg, test_module="verification.noc.tb_traffic_experiment", sim=sim,
+                       extra_env=env, ports_only=True)
+        else:
+            cfg = dict(PARAMS, kx=kx, ky=ky)
+            slug = "-".join(f"{k}{cfg[k]}" for k in sorted(cfg))
+            run_cocotb(lambda: Mesh(NocParams(**PARAMS), kx, ky), toplevel="noc_mesh", config=cfg,
+                       build_name=f"noc_mesh-{slug}", test_module="verification.noc.tb_experiment", sim=sim,
+                       extra_env=env, ports_only=True)
+        result = json.loads(out.read_text())
+    if "error" in result:
+        raise UsageError(result["error"])
+    return result
 
 
 def run(args):
     kx, ky = validate(args)
     result = experiment(kx, ky, traffic=args.traffic, rate=args.rate, packet_flits=args.packet_flits,
-                        cycles=args.cycles, warmup=args.warmup, seed=args.seed, sim=args.sim)
+                        cycles=args.cycles, warmup=args.warmup, seed=args.seed, sim=args.sim,
+                        generator=args.generator, stall=args.stall, vcs=args.vcs)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

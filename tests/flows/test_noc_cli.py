@@ -23,7 +23,13 @@ def _run(capsys, *args):
     (["noc", "--mesh", "2x4", "--traffic", "transpose"], "square mesh"),
     (["noc", "--packet-flits", "16"], "--packet-flits must be 1..15"),
     (["noc-sweep", "--rates", "0.5,0.2"], "ascending"),
-    (["noc-sweep", "--mesh", "5x5"], "does not fit"),
+    (["noc-sweep", "--mesh", "5x5", "--generator", "python"], "does not fit"),
+    (["noc", "--generator", "fpga"], "--generator must be hardware or python"),
+    (["noc", "--stall", "1.0"], "--stall must be within 0..1"),
+    (["noc", "--stall", "0.2", "--generator", "python"], "--stall needs --generator hardware"),
+    (["noc", "--seed", "-1"], "--seed must be within"),
+    (["noc", "--vcs", "3"], "--vcs must be 2 or 4"),
+    (["noc", "--vcs", "4", "--generator", "python"], "--vcs needs --generator hardware"),
     (["noc-sweep", "--traffic", "bogus"], "unknown traffic pattern"),
 ])
 def test_bad_requests_get_one_line_errors(capsys, args, message):
@@ -40,12 +46,24 @@ def test_saturation_definition():
 
 
 @pytest.mark.cocotb
-def test_noc_runs_clean_on_the_rtl(capsys):
+@pytest.mark.parametrize("generator", ["python", "hardware"])
+def test_noc_runs_clean_on_the_rtl(capsys, generator):
     status, out, _ = _run(capsys, "noc", "--mesh", "2x2", "--traffic", "uniform", "--rate", "0.3",
-                          "--packet-flits", "4", "--cycles", "300", "--warmup", "50", "--json")
+                          "--packet-flits", "4", "--cycles", "300", "--warmup", "50", "--json",
+                          "--generator", generator)
     assert status == 0
     result = json.loads(out)
     assert result["packets_delivered"] == result["packets_injected"] > 0
     assert result["lost"] == result["duplicated"] == result["corrupted"] == result["reordered"] == 0
     assert abs(result["accepted"] - 0.3) < 0.1
     assert result["latency_avg"] >= 5
+
+
+@pytest.mark.cocotb
+def test_noc_reports_a_source_queue_overflow_in_one_line(capsys):
+    # Receivers taking a word in one cycle of ten cannot keep up with full-rate traffic: the
+    # generators' source queues overflow, and the run cannot be measured.
+    status, out, err = _run(capsys, "noc", "--mesh", "2x2", "--rate", "1.0", "--packet-flits", "1",
+                            "--stall", "0.9", "--cycles", "2000", "--warmup", "0")
+    assert status == 2 and out == ""
+    assert "source queue overflow" in err and err.count("\n") == 1

@@ -1,0 +1,24 @@
+"""Traffic mesh (generators and checkers in hardware): cocotb on Verilator and Icarus."""
+
+import pytest
+
+from rtl.noc.layouts import NocParams
+from rtl.noc.traffic_mesh import TrafficMesh
+from verification.runner import SIMULATORS, run_cocotb
+
+#: The configuration of ``poblano noc``'s hardware traffic: 64-bit flits (the header's ``user`` field
+#: holds the generator's time stamp and sequence number), 2 classes x 1 VC of 4 flits, 3-bit coordinates.
+PARAMS = dict(width=64, vcs=2, depth=4, classes=2, coord_bits=3, hash_bits=4)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_traffic_mesh_cocotb(sim):
+    cfg = dict(PARAMS, kx=2, ky=2)
+    run_cocotb(lambda: TrafficMesh(NocParams(**PARAMS), 2, 2), toplevel="noc_traffic_mesh", config=cfg,
+               test_module="verification.noc.tb_traffic_mesh", sim=sim, ports_only=True)
+
+
+def test_traffic_mesh_rejects_flits_too_narrow_for_the_tag():
+    with pytest.raises(ValueError, match="user bits"):
+        TrafficMesh(NocParams(width=32, vcs=2, classes=2, coord_bits=2), 2, 2)

@@ -1,0 +1,37 @@
+"""cocotb traffic experiment on a :class:`rtl.noc.traffic_mesh.TrafficMesh` for ``poblano noc``.
+
+Settings come in ``POBLANO_NOC_EXPERIMENT`` (as for ``tb_experiment``; ``rate`` in flits per node per
+cycle becomes the generators' packet probability, rounded to 1/65536); the result, or ``{"error":
+...}`` when the run cannot be measured, goes to ``POBLANO_NOC_RESULT``.
+"""
+
+import json
+import os
+
+import cocotb
+
+from sim_models.noc_traffic import TrafficConfig
+from verification import config
+from verification.bench import start_clock_and_reset
+from verification.noc.env import params_from_config
+from verification.noc.traffic_run import TrafficRunError, run_traffic, summarize
+
+
+@cocotb.test()
+async def experiment(dut):
+    cfg_json = config()
+    exp = json.loads(os.environ["POBLANO_NOC_EXPERIMENT"])
+    p = params_from_config(cfg_json)
+    kx, ky = cfg_json["kx"], cfg_json["ky"]
+    cfg = TrafficConfig.from_rate(exp["rate"], exp["packet_flits"], pattern=exp["traffic"],
+                                  hot_x=kx - 1, hot_y=0, stall=round(exp.get("stall", 0.0) * 65536),
+                                  seed=exp["seed"], warmup=exp["warmup"], measure=exp["cycles"])
+    await start_clock_and_reset(dut)
+    raw = await run_traffic(dut, p, cfg, kx, ky)
+    try:
+        result = summarize(raw, cfg, kx, ky, p.classes)
+        result["vcs"] = p.vcs
+    except TrafficRunError as exc:
+        result = {"error": str(exc)}
+    with open(os.environ["POBLANO_NOC_RESULT"], "w") as fh:
+        json.dump(result, fh)
