@@ -43,11 +43,16 @@ BUILD_ROOT = Path(__file__).resolve().parent.parent / "build"
 # stop on them. The lint flow (``make lint``) keeps its own, narrower, documented waiver list.
 _VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
                          "-Wno-CMPCONST", "-Wno-UNSIGNED", "--x-assign", "unique",
-                         "--x-initial", "unique",
-                         # One C++ file: the wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, so the
-                         # split (parallel) build of larger designs passes the precompiled header to c++
-                         # as a bare file name and fails ("Vtop__pch.h.fast: linker input file not found").
-                         "--output-split", "0"]
+                         "--x-initial", "unique"]
+
+# Small designs build as one C++ file. Large ones (``ports_only``) are split so that make compiles the
+# pieces in parallel and the initialisation code (Amaranth writes an initial value for every memory
+# word) without optimisation. The wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, so a split build
+# would pass the precompiled header to c++ as a bare file name ("Vtop__pch.h.fast: linker input file
+# not found"); ``_SPLIT_MAKEFLAGS`` supplies the missing ``-include``.
+_ONE_FILE_ARGS = ["--output-split", "0"]
+_SPLIT_ARGS = ["--output-split", "20000", "--output-split-cfuncs", "20000"]
+_SPLIT_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include"
 
 
 class RunFailed(AssertionError):
@@ -77,6 +82,21 @@ def _locked(directory):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _environment(**values):
+    """Set the environment variables whose value is not ``None`` for the duration of a block."""
+    saved = {k: os.environ.get(k) for k, v in values.items() if v is not None}
+    os.environ.update({k: v for k, v in values.items() if v is not None})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def write_verilog(component, path, *, name):
@@ -163,14 +183,20 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         stamp = build_dir / ".built-from"
         runner = get_runner(sim)
         build_args = list(_VERILATOR_BUILD_ARGS) if sim == "verilator" else []
+        if sim == "verilator":
+            build_args += _SPLIT_ARGS if ports_only else _ONE_FILE_ARGS
         if sim == "verilator" and ports_only:
             build_args += ["--no-public-flat-rw", "--public-depth", "1"]
         if sim == "verilator" and waves:
             build_args.append("--trace-fst")
         fresh = stamp.exists() and stamp.read_text() == digest
-        runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir, always=not fresh,
-                     build_args=build_args, timescale=timescale, waves=waves,
-                     log_file=build_dir / "build.log")
+        makeflags = None
+        if sim == "verilator" and ports_only:
+            makeflags = f"{os.environ.get('MAKEFLAGS', '')} {_SPLIT_MAKEFLAGS}".strip()
+        with _environment(MAKEFLAGS=makeflags):
+            runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir, always=not fresh,
+                         build_args=build_args, timescale=timescale, waves=waves,
+                         log_file=build_dir / "build.log")
         stamp.write_text(digest)
 
     current = os.environ.get("PYTEST_CURRENT_TEST", "standalone").rsplit(":", 1)[-1].split(" ")[0]
