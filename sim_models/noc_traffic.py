@@ -46,6 +46,10 @@ latency sum and maximum and a latency histogram, the signature sum of every pack
 * ``duplicated``: a packet whose sequence number equals the last one received from its (source, class);
 * ``reordered``: one whose sequence number is older than that (by modulo 2**16 distance).
 
+Counters wrap at their widths (32 bits; the latency sum 48), the error counts and histogram bins
+saturate at 65535. Latency is ``t - ts`` modulo 2**24 at the packet's last word, and goes to bin
+``min(latency >> hist_shift, HIST_BINS - 1)``.
+
 A network that delivers exactly once, intact and in order per flow leaves the three error counts at
 zero and makes each node's packet count and signature equal :func:`expected_deliveries`.
 """
