@@ -16,6 +16,9 @@ Every message addressed inside the mesh is delivered
 Messages addressed outside the mesh are consumed and dropped by the injecting interface
 (:meth:`NetworkModel.send` returns ``False`` for them and counts them in ``dropped``).
 
+How the fabric keeps that order is not part of the contract, but :func:`flow_vc` states it: every
+packet of a flow travels on the one virtual channel the flow maps to, end to end.
+
 Zero-load latency (what :func:`zero_load_latency` gives)
 --------------------------------------------------------
 Cycles from the cycle a message's header is transferred on the source interface's ``tx`` stream to
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "INJECT_CYCLES", "ROUTER_CYCLES", "EJECT_CYCLES", "LENGTH_BITS", "HeaderFormat",
-    "hops", "zero_load_latency", "zero_load_table", "average_zero_load_latency",
+    "hops", "flow_vc", "zero_load_latency", "zero_load_table", "average_zero_load_latency",
     "PATTERNS", "destination", "NetworkModel", "DeliveryCounts",
 ]
 
@@ -97,6 +100,18 @@ class HeaderFormat:
 def hops(src, dst):
     """Router-to-router links an XY-routed packet crosses from ``src`` to ``dst``."""
     return abs(src[0] - dst[0]) + abs(src[1] - dst[1])
+
+
+def flow_vc(src, dst, mclass, *, vcs, classes):
+    """The virtual channel of every packet of the flow ``(src, dst, mclass)`` (``rtl.noc.layouts.flow_vc``).
+
+    ``vcs`` VCs split evenly between ``classes``; the class's VC is chosen by the XOR of the four
+    coordinates.
+    """
+    if vcs % classes or not 0 <= mclass < classes:
+        raise ValueError(f"class {mclass} of {classes} with {vcs} VCs")
+    per_class = vcs // classes
+    return mclass * per_class + (src[0] ^ src[1] ^ dst[0] ^ dst[1]) % per_class
 
 
 def zero_load_latency(src, dst, length=1):

@@ -60,8 +60,8 @@ from sim_models.noc import PATTERNS
 
 __all__ = [
     "MASK64", "GOLDEN64", "TS_BITS", "SEQ_BITS", "HIST_BINS", "xorshift64", "mix_seed", "node_key",
-    "body_salt", "tag", "untag", "class_bits", "flow_tag", "TrafficConfig", "Packet", "generate", "expected_deliveries",
-    "CheckerModel",
+    "body_salt", "tag", "untag", "class_bits", "flow_tag", "TrafficConfig", "Packet", "generate",
+    "expected_deliveries", "CheckerModel",
 ]
 
 MASK64 = (1 << 64) - 1

@@ -1,6 +1,7 @@
 """``poblano noc``: synthetic traffic on the RTL mesh (cocotb), every packet checked.
 
-Two traffic sources, both on the same router configuration (2 classes x 1 VC of 4 flits per port):
+Two traffic sources, on routers of 2 classes x 2 VCs (``--vcs 4``, hardware traffic's default) or
+2 classes x 1 VC (``--vcs 2``, the only configuration of Python-driven traffic) of 4 flits per port:
 
 * ``--generator hardware`` (the default): a :class:`rtl.noc.traffic_mesh.TrafficMesh`, with a
   synthesizable traffic generator and checker at every node (64-bit flits, 3-bit coordinates, so up
@@ -25,9 +26,9 @@ NAME = "noc"
 HELP = "run synthetic traffic on the RTL mesh and report throughput, latency and checker counts"
 
 #: The mesh configuration of Python-driven traffic (also the one of tests/rtl/noc/test_mesh_cocotb.py).
-PARAMS = dict(width=32, vcs=2, depth=4, classes=2, coord_bits=2, hash_bits=4)
+PARAMS = dict(width=32, vcs=2, depth=4, classes=2, coord_bits=2)
 #: The configuration of hardware traffic (tests/rtl/noc/test_traffic_mesh_cocotb.py).
-HW_PARAMS = dict(width=64, vcs=2, depth=4, classes=2, coord_bits=3, hash_bits=4)
+HW_PARAMS = dict(width=64, vcs=4, depth=4, classes=2, coord_bits=3)
 GENERATORS = ("hardware", "python")
 
 
@@ -44,9 +45,9 @@ def add_experiment_arguments(parser, *, per_point=""):
     parser.add_argument("--generator", default="hardware", metavar="hardware|python",
                         help="traffic from synthesizable generators beside every node (default; up to "
                              "8x8) or from cocotb drivers (up to 4x4)")
-    parser.add_argument("--vcs", type=int, default=2, metavar="2|4",
+    parser.add_argument("--vcs", type=int, default=None, metavar="2|4",
                         help="virtual channels per port, split between the 2 classes (hardware generator "
-                             "only; default 2)")
+                             "only; default 4)")
     parser.add_argument("--stall", type=float, default=0.0,
                         help="probability that a node's receiver takes nothing in a cycle (hardware "
                              "generator only; default 0)")
@@ -91,10 +92,12 @@ def validate(args):
         raise UsageError(f"--stall must be within 0..1 (excluding 1), not {args.stall}")
     if args.stall and args.generator != "hardware":
         raise UsageError("--stall needs --generator hardware")
-    if args.vcs not in (2, 4):
+    if args.vcs not in (None, 2, 4):
         raise UsageError(f"--vcs must be 2 or 4, not {args.vcs}")
-    if args.vcs != 2 and args.generator != "hardware":
+    if args.vcs is not None and args.generator != "hardware":
         raise UsageError("--vcs needs --generator hardware")
+    if args.vcs is None:
+        args.vcs = params["vcs"]
     if not 0 <= args.seed < (1 << 32):
         raise UsageError(f"--seed must be within 0..{(1 << 32) - 1}, not {args.seed}")
     if args.generator == "hardware" and args.warmup + args.cycles >= (1 << 31):
@@ -103,7 +106,7 @@ def validate(args):
 
 
 def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim="verilator",
-               generator="hardware", stall=0.0, vcs=2):
+               generator="hardware", stall=0.0, vcs=4):
     """Run one experiment; returns the result dict (see ``verification/noc/tb_experiment.py`` and
     ``verification/noc/traffic_run.py``)."""
     from rtl.noc.layouts import NocParams

@@ -41,7 +41,7 @@ def saturation(points, zero_load):
 
 
 def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, out, generator="hardware",
-          stall=0.0, vcs=2):
+          stall=0.0, vcs=4):
     points = [noc.experiment(kx, ky, traffic=traffic, rate=r, packet_flits=packet_flits, cycles=cycles,
                              warmup=warmup, seed=seed, sim=sim, generator=generator, stall=stall, vcs=vcs)
               for r in rates]
@@ -68,7 +68,8 @@ def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, ou
     fig.savefig(out / f"{stem}.png", dpi=100)
     plt.close(fig)
     bad = sum(p["lost"] + p["duplicated"] + p["corrupted"] + p["reordered"] for p in points)
-    return {"mesh": f"{kx}x{ky}", "traffic": traffic, "packet_flits": packet_flits, "generator": generator, "vcs": vcs,
+    return {"mesh": f"{kx}x{ky}", "traffic": traffic, "packet_flits": packet_flits, "generator": generator,
+            "vcs": vcs,
             "zero_load_latency": zero_load,
             "saturation_offered": sat["offered"] if sat else None,
             "saturation_accepted": sat["accepted"] if sat else None,
@@ -78,11 +79,12 @@ def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, ou
 
 
 def run(args):
-    kx, ky = noc.validate(argparse_like(args, rate=0.5))
+    checked = argparse_like(args, rate=0.5)
+    kx, ky = noc.validate(checked)
     rates = parse_rates(args.rates)
     summary = sweep(kx, ky, traffic=args.traffic, rates=rates, packet_flits=args.packet_flits,
                     cycles=args.cycles, warmup=args.warmup, seed=args.seed, sim=args.sim, out=args.out,
-                    generator=args.generator, stall=args.stall, vcs=args.vcs)
+                    generator=args.generator, stall=args.stall, vcs=checked.vcs)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -150,7 +150,8 @@ def build(name, block, *, out_dir=None, seed=DEFAULT_SEED, target_mhz=None):
     tool_output = []
     for stage, active in (("synthesis", ("YOSYS",)), ("place and route", ("NEXTPNR_ECP5", "ECPPACK"))):
         env.update({tool: command if tool in active else ":" for tool, command in tools.items()})
-        proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out_dir, env=env, capture_output=True, text=True)
+        proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out_dir, env=env, capture_output=True,
+                              text=True)
         tool_output.append(proc.stdout + proc.stderr)
         (out_dir / "build.log").write_text("".join(tool_output))
         if proc.returncode != 0:

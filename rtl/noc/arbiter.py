@@ -1,6 +1,6 @@
 """Round-robin arbiter: the fairness primitive of every allocator of the fabric."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,6 +39,10 @@ class RoundRobinArbiter(wiring.Component):
         Some request is granted (``requests != 0``).
     advance : In(1)
         Commit the current grant: rotate priority past it at the next clock edge.
+    keep : In(1)
+        With ``advance``: rotate priority *to* the winner instead, so it wins again next cycle if it
+        still asks (a packet keeping its output until its tail). A winner kept for at most ``k`` grants
+        in a row makes the bound ``n * k`` grants.
 
     Latency and throughput
     ----------------------
@@ -49,7 +53,8 @@ class RoundRobinArbiter(wiring.Component):
         if not isinstance(n, int) or n < 1:
             raise parameter_error(self, ValueError, f"an arbiter needs at least one requester, not {n!r}")
         self._n = n
-        super().__init__({"requests": In(n), "grant": Out(n), "valid": Out(1), "advance": In(1)})
+        super().__init__({"requests": In(n), "grant": Out(n), "valid": Out(1), "advance": In(1),
+                          "keep": In(1)})
 
     @property
     def n(self):
@@ -62,15 +67,21 @@ class RoundRobinArbiter(wiring.Component):
         if n == 1:
             m.d.comb += self.grant.eq(self.requests)
             return m
-        # mask has ones at and above the priority pointer.
-        mask = Signal(n, init=(1 << n) - 1)
-        masked = Signal(n)
-        m.d.comb += masked.eq(self.requests & mask)
-        with m.If(masked.any()):
-            m.d.comb += self.grant.eq(lowest_one(masked))
+        # The last winner is registered and the priority mask (ones strictly above it) derived from it
+        # combinationally: the mask is ready early in the cycle, so the request-to-grant path is only
+        # the masked priority pick.
+        last = Signal(n)
+        keep_last = Signal()
+        mask = Signal(n)
+        with m.If(keep_last):
+            m.d.comb += mask.eq(~(last - 1)[:n])                # the last winner first, then above it
         with m.Else():
-            m.d.comb += self.grant.eq(lowest_one(self.requests))
+            m.d.comb += mask.eq(~(last | (last - 1))[:n])       # strictly above the last winner
+        # One priority pick over [requests above the last winner, all requests]: the first half wins if
+        # it has a request, else the pick wraps around to the lowest request.
+        both = Signal(2 * n)
+        m.d.comb += [both.eq(lowest_one(Cat(self.requests & mask, self.requests))),
+                     self.grant.eq(both[:n] | both[n:])]
         with m.If(self.advance & self.valid):
-            # Strictly above the winner; all zeros after the top index wraps to the unmasked pick.
-            m.d.sync += mask.eq(~(self.grant | (self.grant - 1))[:n])
+            m.d.sync += [last.eq(self.grant), keep_last.eq(self.keep)]
         return m

@@ -12,7 +12,11 @@ input ``W`` came from the west neighbour and is travelling east.
 
 Link flit (:meth:`NocParams.flit_layout`), least significant field first::
 
-    data[width] | head | tail | vc[vc_bits]
+    data[width] | head | tail | vc[vc_bits] | route[5]
+
+``route`` (meaningful in head flits) is the one-hot output port the packet takes at the router that
+receives the flit: routing is *lookahead*, each hop computes the next hop's XY route while the flit
+waits in its buffer (:func:`xy_route`), so the allocators of the receiving router start from a register.
 
 Head flit ``data`` (:meth:`NocParams.header_layout`)::
 
@@ -34,7 +38,7 @@ __all__ = [
     "N", "E", "S", "W", "L", "PORTS", "PORT_NAMES", "OPPOSITE", "STEP", "turn_allowed", "legal_inputs",
     "legal_outputs", "LENGTH_BITS", "MAX_PACKET_FLITS", "NocParams", "LinkSignature",
     "TRAFFIC_PATTERNS", "TRAFFIC_TAG_BITS", "traffic_tag_layout", "traffic_config_layout",
-    "flow_hash",
+    "xy_route", "flow_vc",
 ]
 
 N, E, S, W, L = range(5)
@@ -90,19 +94,15 @@ class NocParams:
         Message classes (for example requests and responses); each has its own VCs end to end.
     coord_bits : int
         Bits per coordinate in the header; the largest mesh is ``2**coord_bits`` on a side.
-    hash_bits : int
-        Bits of the flow signature a router keeps per packet still buffered downstream, to keep the
-        packets of one flow in order while choosing VCs freely (see :mod:`rtl.noc.order_tracker`).
     """
     width: int = 64
     vcs: int = 4
     depth: int = 4
     classes: int = 2
     coord_bits: int = 4
-    hash_bits: int = 6
 
     def __post_init__(self):
-        for name in ("width", "vcs", "depth", "classes", "coord_bits", "hash_bits"):
+        for name in ("width", "vcs", "depth", "classes", "coord_bits"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, not {value!r}")
@@ -114,8 +114,6 @@ class NocParams:
             raise ValueError(f"depth must be 1..64, not {self.depth}")
         if not 1 <= self.coord_bits <= 8:
             raise ValueError(f"coord_bits must be 1..8, not {self.coord_bits}")
-        if not 1 <= self.hash_bits <= 16:
-            raise ValueError(f"hash_bits must be 1..16, not {self.hash_bits}")
         if self.width < self.header_bits:
             raise ValueError(f"width {self.width} cannot hold the {self.header_bits}-bit header")
 
@@ -150,13 +148,16 @@ class NocParams:
     # Layouts ------------------------------------------------------------------------------------
     @property
     def flit_layout(self):
-        """A flit on a link: payload, head and tail marks, and the VC it travels on."""
-        return data.StructLayout({"data": self.width, "head": 1, "tail": 1, "vc": self.vc_bits})
+        """A flit on a link: payload, head and tail marks, the VC it travels on, and (head flits) its
+        one-hot output port at the receiving router."""
+        return data.StructLayout({"data": self.width, "head": 1, "tail": 1, "vc": self.vc_bits,
+                                  "route": PORTS})
 
     @property
     def buffer_layout(self):
-        """A flit as an input buffer stores it (the VC is implied by where it is stored)."""
-        return data.StructLayout({"data": self.width, "head": 1, "tail": 1})
+        """A flit as a router's input buffer stores it: the VC is implied by where it is stored, and
+        ``route`` is already the next router's (computed on arrival)."""
+        return data.StructLayout({"data": self.width, "head": 1, "tail": 1, "route": PORTS})
 
     @property
     def header_layout(self):
@@ -215,22 +216,45 @@ class LinkSignature(wiring.Signature):
         return f"LinkSignature({self._params!r})"
 
 
-def flow_hash(params, src_x, src_y, dest_x, dest_y):
-    """The ``hash_bits``-bit signature of the flow ``(source, destination)`` as an Amaranth value.
+def xy_route(x, y, dest_x, dest_y):
+    """One-hot output port (bit ``N``..``L``) of XY routing at router ``(x, y)`` towards ``dest``.
 
-    The order rule only needs packets of one flow to share a signature; different flows may collide
-    (which only makes VC choice more conservative). The coordinates are interleaved and folded so that
-    neighbouring nodes differ in low bits.
+    ``x`` and ``y`` are Python ints, ``dest_x`` and ``dest_y`` Amaranth values.
     """
-    bits = []
-    for k in range(params.coord_bits):
-        bits += [src_x[k], dest_y[k], src_y[k], dest_x[k]]
-    word = Cat(*bits)
-    h = params.hash_bits
-    folded = Const(0, h)
-    for start in range(0, len(word), h):
-        folded = folded ^ word[start:start + h]
-    return folded[:h]
+    def beyond(dest, c):        # dest > c, without a comparison that is constant
+        return dest > c if c < (1 << len(dest)) - 1 else Const(0, 1)
+
+    def before(dest, c):        # dest < c, likewise
+        return dest < c if c > 0 else Const(0, 1)
+
+    east, west, north, south = beyond(dest_x, x), before(dest_x, x), beyond(dest_y, y), before(dest_y, y)
+    along_x = east | west
+    return Cat(~along_x & north, east, ~along_x & south, west, ~along_x & ~north & ~south)
+
+
+def flow_vc(params, mclass, src_x, src_y, dest_x, dest_y):
+    """The VC of every packet of the flow ``(source, destination, mclass)``, as an Amaranth value.
+
+    VCs are static (see :class:`~rtl.noc.router.Router`): the network interface puts a packet on this
+    VC and every router forwards it on the VC of the same number, so the packets of one flow share one
+    FIFO on every link and stay in order. The flows of a class are spread over its
+    ``vcs_per_class`` VCs by the XOR of the four coordinates (so both the flows leaving one node and
+    the flows reaching one node use every VC of the class)::
+
+        vc = mclass * vcs_per_class + (src_x ^ src_y ^ dest_x ^ dest_y) % vcs_per_class
+
+    :func:`sim_models.noc.flow_vc` is the same function in Python.
+    """
+    vpc = params.vcs_per_class
+    base = (mclass * vpc)[:params.vc_bits]
+    if vpc == 1:
+        return base
+    mix = src_x ^ src_y ^ dest_x ^ dest_y
+    if vpc & (vpc - 1) == 0:
+        index = mix[:ceil_log2(vpc)]
+    else:
+        index = mix % vpc
+    return (base + index)[:params.vc_bits]
 
 
 # Traffic generator and checker (synthesizable, beside each network interface) -------------------

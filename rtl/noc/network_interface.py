@@ -6,10 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import parameter_error
 
-from .arbiter import RoundRobinArbiter, lowest_one
-from .layouts import flow_hash
-from .order_tracker import OrderTracker
-from .vc_allocator import _in_range
+from .arbiter import RoundRobinArbiter
+from .layouts import PORTS, flow_vc, xy_route
 from .vc_buffer import VcBuffer
 
 __all__ = ["NetworkInterface"]
@@ -25,10 +23,12 @@ class NetworkInterface(wiring.Component):
     ``src_y`` and ``mclass`` are filled in by the interface), the word with ``last`` ends it; every word
     becomes one flit.
 
-    Injection: each class has an injection queue of ``inj_depth`` flits; the interface picks a VC of the
-    class for every packet (a free one that keeps the packet's flow in order, see
-    :class:`~rtl.noc.order_tracker.OrderTracker`), holds the credits of the router's local input VCs
-    and sends at most one flit per cycle, round robin between classes but finishing a packet first.
+    Injection: each class has an injection queue of ``inj_depth`` flits; every head flit carries its XY
+    route at the local router (lookahead routing, see :class:`~rtl.noc.router.Router`), and every packet
+    goes on the VC
+    of its flow (:func:`~rtl.noc.layouts.flow_vc`), which it keeps end to end, so the packets of a flow
+    stay in order. The interface holds the credits of the router's local input VCs and sends at most
+    one flit per cycle, round robin between classes but finishing a packet first.
 
     Ejection: each VC has an ejection buffer of ``depth`` flits whose credits go back to the router;
     each class delivers one packet at a time on its ``rx`` stream.
@@ -56,7 +56,7 @@ class NetworkInterface(wiring.Component):
     dropped : Out(16)
         Messages dropped because their destination is outside the mesh (saturates at 65535).
     error : Out(1)
-        Sticky: a message was dropped, or a protocol error (ejection buffer or order record overflow).
+        Sticky: a message was dropped, or a protocol error (an ejection buffer overflowed).
 
     Latency and throughput
     ----------------------
@@ -97,7 +97,7 @@ class NetworkInterface(wiring.Component):
         m = Module()
         p = self._params
         V, D, C, vpc = p.vcs, p.depth, p.classes, p.vcs_per_class
-        entry = data.StructLayout({"data": p.width, "head": 1, "tail": 1, "hash": p.hash_bits})
+        entry = data.StructLayout({"data": p.width, "head": 1, "tail": 1, "vc": p.vc_bits, "route": PORTS})
         errors = []
 
         # ---------------------------------------------------------------- injection queues
@@ -117,6 +117,8 @@ class NetworkInterface(wiring.Component):
                          rewritten.mclass.eq(c)]
             drop = Signal(name=f"drop{c}")
             m.d.comb += drop.eq(dropping | (~in_msg & ~in_mesh))
+            head_vc = Signal(p.vc_bits, name=f"head_vc{c}")
+            msg_vc = Signal(p.vc_bits, name=f"msg_vc{c}")
             room = Signal(name=f"room{c}")
             m.d.comb += room.eq(q.count[0] != self._inj_depth)
             m.d.comb += tx.ready.eq(drop | room)
@@ -126,11 +128,15 @@ class NetworkInterface(wiring.Component):
                 q.w_data.data.eq(Mux(in_msg, tx.payload.data, rewritten.as_value())),
                 q.w_data.head.eq(~in_msg),
                 q.w_data.tail.eq(tx.payload.last),
-                q.w_data.hash.eq(flow_hash(p, Const(self._x, p.coord_bits), Const(self._y, p.coord_bits),
-                                           hdr.dest_x, hdr.dest_y)),
+                q.w_data.route.eq(xy_route(self._x, self._y, hdr.dest_x, hdr.dest_y)),
+                head_vc.eq(flow_vc(p, Const(c, p.class_bits), Const(self._x, p.coord_bits),
+                                   Const(self._y, p.coord_bits), hdr.dest_x, hdr.dest_y)),
+                q.w_data.vc.eq(Mux(in_msg, msg_vc, head_vc)),
             ]
             with m.If(tx.valid & tx.ready):
                 m.d.sync += in_msg.eq(~tx.payload.last)
+                with m.If(~in_msg):
+                    m.d.sync += msg_vc.eq(head_vc)      # the rest of the message follows its header
                 with m.If(~in_msg & ~in_mesh):
                     m.d.sync += dropping.eq(~tx.payload.last)
                 with m.If(dropping & tx.payload.last):
@@ -149,49 +155,22 @@ class NetworkInterface(wiring.Component):
                 m.d.sync += self.dropped.eq(self.dropped + n_drops)
 
         # ---------------------------------------------------------------- injection link
+        # A packet may start on its VC when no packet of this interface holds it (wormhole) and the
+        # router has a buffer there; a body flit only needs the buffer.
         inj = self.inj
         cnt = [Signal(range(D + 1), init=D, name=f"cnt{u}") for u in range(V)]
         free = Signal(V, init=(1 << V) - 1)
         credit_ok = Signal(V)
-        full = Signal(V)
-        m.d.comb += [credit_ok.eq(Cat(*((cnt[u] != 0) | inj.credit[u] for u in range(V)))),
-                     full.eq(Cat(*(cnt[u] == D for u in range(V))))]
-        # With one VC per class a flow's packets share a FIFO end to end: nothing to track.
-        track = None
-        if vpc > 1:
-            m.submodules.track = track = OrderTracker(vcs=V, depth=D, hash_bits=p.hash_bits, queries=C)
-            errors.append(track.overflow)
+        m.d.comb += credit_ok.eq(Cat(*((cnt[u] != 0) | inj.credit[u] for u in range(V))))
 
-        cur_vc = [Signal(p.vc_bits, name=f"cur_vc{c}") for c in range(C)]
         sendable = Signal(C)
-        picks = []
-        vc_of = []
         for c in range(C):
             front = queues[c].r_data[0]
             m.d.comb += queues[c].r_vc[0].eq(0)
-            mask = Const(sum(1 << u for u in p.vcs_of_class(c)), V)
-            if track is None:
-                conflict = Const(0, V)
-            else:
-                m.d.comb += track.query[c].eq(front.hash)
-                conflict = Cat(*(Cat(*(track.present[c][w] for w in p.vcs_of_class(c) if w != u)).any()
-                                 for u in range(V)))
-            allowed = Signal(V, name=f"allowed{c}")
-            pref = Signal(V, name=f"pref{c}")
-            pick = Signal(V, name=f"pick{c}")
-            m.d.comb += [allowed.eq(mask & free & credit_ok & ~conflict), pref.eq(allowed & full)]
-            with m.If(pref.any()):
-                m.d.comb += pick.eq(lowest_one(pref))
-            with m.Else():
-                m.d.comb += pick.eq(lowest_one(allowed))
-            pick_index = Const(0, p.vc_bits)
-            for u in range(1, V):
-                pick_index = pick_index | Mux(pick[u], u, 0)
-            picks.append(pick_index)
-            body_ok = Signal(name=f"body_ok{c}")
-            m.d.comb += body_ok.eq(credit_ok.bit_select(cur_vc[c], 1))
-            m.d.comb += sendable[c].eq((queues[c].count[0] != 0) & Mux(front.head, allowed.any(), body_ok))
-            vc_of.append(Mux(front.head, pick_index, cur_vc[c]))
+            ok = Signal(name=f"vc_ok{c}")
+            m.d.comb += ok.eq(credit_ok.bit_select(front.vc, 1) &
+                              (free.bit_select(front.vc, 1) | ~front.head))
+            m.d.comb += sendable[c].eq((queues[c].count[0] != 0) & ok)
 
         m.submodules.cls_arb = cls_arb = RoundRobinArbiter(C)
         sticky_valid = Signal()
@@ -208,17 +187,15 @@ class NetworkInterface(wiring.Component):
         s_head = Signal()
         s_tail = Signal()
         s_vc = Signal(p.vc_bits)
-        s_hash = Signal(p.hash_bits)
+        s_route = Signal(PORTS)
         m.d.comb += send.eq(choice.any())
         for c in range(C):
             front = queues[c].r_data[0]
             with m.If(choice[c]):
                 m.d.comb += [s_data.eq(front.data), s_head.eq(front.head), s_tail.eq(front.tail),
-                             s_vc.eq(vc_of[c]), s_hash.eq(front.hash), queues[c].r_en[0].eq(1)]
-                with m.If(front.head):
-                    m.d.sync += cur_vc[c].eq(picks[c])
+                             s_vc.eq(front.vc), s_route.eq(front.route), queues[c].r_en[0].eq(1)]
         m.d.sync += [inj.valid.eq(send), inj.flit.data.eq(s_data), inj.flit.head.eq(s_head),
-                     inj.flit.tail.eq(s_tail), inj.flit.vc.eq(s_vc)]
+                     inj.flit.tail.eq(s_tail), inj.flit.vc.eq(s_vc), inj.flit.route.eq(s_route)]
         with m.If(send):
             m.d.sync += [sticky_valid.eq(~s_tail), sticky.eq(choice)]
 
@@ -226,25 +203,11 @@ class NetworkInterface(wiring.Component):
         m.d.comb += sent.eq(Cat(*(send & (s_vc == u) for u in range(V))))
         for u in range(V):
             m.d.sync += cnt[u].eq(cnt[u] - sent[u] + inj.credit[u])
-        cnt_sel = Const(0, range(D + 1))
-        cin_sel = Const(0, 1)
-        for u in range(V):
-            cnt_sel = cnt_sel | Mux(s_vc == u, cnt[u], 0)
-            cin_sel = cin_sel | ((s_vc == u) & inj.credit[u])
-        need = Signal(range(D + 2))
-        m.d.comb += need.eq(D + 1 - cnt_sel - cin_sel)
         taken = Signal(V)
         freed = Signal(V)
         m.d.comb += [taken.eq(Mux(send & s_head & ~s_tail, sent, 0)),
                      freed.eq(Mux(send & s_tail & ~s_head, sent, 0))]
         m.d.sync += free.eq((free | freed) & ~taken)
-        if track is not None:
-            m.d.comb += [
-                track.push.eq(send & s_head), track.push_vc.eq(s_vc), track.push_hash.eq(s_hash),
-                track.push_sent.eq(s_tail), track.push_need.eq(need),
-                track.tail.eq(send & s_tail & ~s_head), track.tail_vc.eq(s_vc), track.tail_need.eq(need),
-                track.credit.eq(inj.credit),
-            ]
 
         # ---------------------------------------------------------------- ejection
         ej = self.ej
@@ -257,7 +220,7 @@ class NetworkInterface(wiring.Component):
             base = c * vpc
             lvb = max(1, (vpc - 1).bit_length())
             m.d.comb += [
-                buf.w_en.eq(ej.valid & _in_range(ej.flit.vc, base, base + vpc, V)),
+                buf.w_en.eq(ej.valid & _vc_in_class(ej.flit.vc, base, base + vpc, V)),
                 buf.w_vc.eq((ej.flit.vc - base)[:lvb]),
                 buf.w_data.data.eq(ej.flit.data), buf.w_data.tail.eq(ej.flit.tail),
             ]
@@ -289,3 +252,13 @@ class NetworkInterface(wiring.Component):
         with m.If(Cat(*errors).any()):
             m.d.sync += self.error.eq(1)
         return m
+
+
+def _vc_in_class(vc, lo, hi, vcs):
+    """``lo <= vc < hi`` for a VC number below ``vcs``, without comparisons that are constant."""
+    terms = []
+    if lo > 0:
+        terms.append(vc >= lo)
+    if hi < vcs:
+        terms.append(vc < hi)
+    return Cat(*terms).all() if terms else Const(1, 1)

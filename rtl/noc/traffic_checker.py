@@ -91,7 +91,8 @@ class TrafficChecker(wiring.Component):
         r = Signal(64, name="r")
         m.d.comb += r.eq(xorshift64_next(state))
         with m.If(self.load):
-            m.d.sync += state.eq(start_state(self.mixed_seed, node_key(self._y * self._kx + self._x, CHECKER)))
+            key = node_key(self._y * self._kx + self._x, CHECKER)
+            m.d.sync += state.eq(start_state(self.mixed_seed, key))
         with m.Elif(self.running):
             m.d.sync += state.eq(r)
         stalled = Signal(name="stalled")

@@ -1,4 +1,4 @@
-"""A mesh with a traffic generator and a checker at every node: traffic experiments without a testbench loop."""
+"""A mesh with a traffic generator and a checker at every node: experiments without a testbench loop."""
 
 from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring

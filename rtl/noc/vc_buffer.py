@@ -138,14 +138,17 @@ class VcBuffer(wiring.Component):
             m.d.sync += count[v].eq(count[v] + push - pops[v])
             with m.If(push):
                 m.d.sync += wptr[v].eq(nxt(wptr[v]))
-                if has_meta:
-                    for k in range(D):
-                        with m.If(wptr[v] == k):
-                            m.d.sync += meta[v][k].eq(self.w_meta)
             with m.If(pops[v]):
                 m.d.sync += rptr[v].eq(nxt(rptr[v]))
             m.d.comb += self.count[v].eq(count[v])
             if has_meta:
-                m.d.comb += [self.front_meta[v].eq(select([mk.as_value() for mk in meta[v]], rptr[v])),
-                             self.next_meta[v].eq(select([mk.as_value() for mk in meta[v]], nxt(rptr[v])))]
+                # Meta entries are kept oldest first (meta[v][0] is the front), shifting on every pop, so
+                # the front and next entries are plain registers with no read multiplexer.
+                for k in range(D):
+                    shifted = meta[v][k + 1] if k + 1 < D else meta[v][k]
+                    with m.If(push & (count[v] == k + pops[v])):
+                        m.d.sync += meta[v][k].eq(self.w_meta)
+                    with m.Elif(pops[v]):
+                        m.d.sync += meta[v][k].eq(shifted)
+                m.d.comb += [self.front_meta[v].eq(meta[v][0]), self.next_meta[v].eq(meta[v][min(1, D - 1)])]
         return m

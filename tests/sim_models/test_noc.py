@@ -3,6 +3,7 @@
 import random
 
 import pytest
+from amaranth.hdl import Module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from sim_models.noc import (
     NetworkModel,
     average_zero_load_latency,
     destination,
+    flow_vc,
     hops,
     zero_load_latency,
     zero_load_table,
@@ -194,3 +196,32 @@ def test_out_of_mesh_dropped():
     assert not model.send((0, 0), 0, [fmt.pack(dest_x=2, dest_y=0, length=1)])
     assert model.counts.dropped == 1 and model.outstanding() == 0
     assert model.finish().clean
+
+
+@pytest.mark.parametrize("vcs, classes, coord_bits", [(2, 2, 2), (4, 2, 2), (6, 2, 2), (4, 1, 3)])
+def test_flow_vc_matches_rtl(vcs, classes, coord_bits):
+    """The Python VC choice is the RTL's (``rtl.noc.layouts.flow_vc``) for every flow of a mesh, and it
+    uses every VC of each class."""
+    from amaranth.hdl import Const
+    from amaranth.sim import Simulator
+
+    from rtl.noc.layouts import flow_vc as rtl_flow_vc
+
+    p = NocParams(vcs=vcs, classes=classes, coord_bits=coord_bits)
+    side = min(4, p.max_side)
+    cases = [((sx, sy), (dx, dy), c) for sx in range(side) for sy in range(side) for dx in range(side)
+             for dy in range(side) for c in range(classes)]
+    values = [rtl_flow_vc(p, Const(c, p.class_bits), *(Const(v, coord_bits) for v in (*s, *d)))
+              for s, d, c in cases]
+    sim = Simulator(Module())
+
+    async def tb(ctx):
+        used = set()
+        for (s, d, c), value in zip(cases, values, strict=True):
+            expected = flow_vc(s, d, c, vcs=vcs, classes=classes)
+            assert ctx.get(value) == expected, (s, d, c)
+            used.add(expected)
+        assert used == set(range(vcs))
+
+    sim.add_testbench(tb)
+    sim.run()

@@ -7,7 +7,15 @@ import pytest
 
 from sim_models.noc import HeaderFormat
 from sim_models.noc_traffic import (
-    MASK64, CheckerModel, TrafficConfig, body_salt, expected_deliveries, flow_tag, generate, tag, untag,
+    MASK64,
+    CheckerModel,
+    TrafficConfig,
+    body_salt,
+    expected_deliveries,
+    flow_tag,
+    generate,
+    tag,
+    untag,
     xorshift64,
 )
 

@@ -5,9 +5,10 @@ random class, random legal XY destination for that input) on random VCs of the c
 credit, interleaving VCs on the link; downstream, on each output link, it keeps a ``depth``-flit
 buffer per VC and returns credits at random times. It checks
 
-* every packet leaves on the XY output port, on a VC of its class, whole and intact, exactly once;
+* every packet leaves on the XY output port, on the VC it arrived on (VCs are static), whole and
+  intact, exactly once, its head carrying the XY route at the next router (lookahead routing);
 * per flow (one input VC's sequence of packets to one output) in order *as the next hop drains
-  them*: the downstream buffers drain their VCs at random, so a packet given another VC than an
+  them*: the downstream buffers drain their VCs at random, so a packet put on another VC than an
   older one of its flow that is still downstream would overtake it;
 * the router never overruns a downstream buffer (a flit without a credit) and never returns more
   credits than flits it holds;
@@ -20,7 +21,7 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from rtl.noc.layouts import PORT_NAMES, PORTS, E, L, N, S, W, legal_outputs
+from rtl.noc.layouts import PORT_NAMES, PORTS, STEP, E, L, N, S, W, legal_outputs
 from verification import config
 from verification.bench import start_clock_and_reset
 from verification.noc.env import drain, header_format, params_from_config
@@ -84,7 +85,8 @@ async def random_traffic_every_port(dut):
         out = xy(rx, ry, dx, dy)
         board.expect((out, i, v, dx, dy), (cls, tuple(words)))
         for k, w in enumerate(words):
-            queues[i][v].append({"data": w, "head": int(k == 0), "tail": int(k == length - 1)})
+            queues[i][v].append({"data": w, "head": int(k == 0), "tail": int(k == length - 1),
+                                 "route": (1 << out) if k == 0 else 0})
 
     async def upstream(i):
         link_valid = getattr(dut, f"i_{PORT_NAMES[i]}__valid")
@@ -114,9 +116,10 @@ async def random_traffic_every_port(dut):
         assert p.class_of_vc(u) == h["mclass"], "packet left on a VC of another class"
         item = (h["mclass"], tuple(words))
         keys = [k for k, q in board.expected.items()
-                if k[0] == o and k[3] == h["dest_x"] and k[4] == h["dest_y"] and q[0] == item]
-        assert keys, f"output {PORT_NAMES[o]}: packet {words} is not the oldest of any flow " \
-                     f"(lost, duplicated, corrupted, misrouted or overtaken an older one of its flow)"
+                if k[0] == o and k[2] == u and k[3] == h["dest_x"] and k[4] == h["dest_y"] and q[0] == item]
+        assert keys, f"output {PORT_NAMES[o]} VC {u}: packet {words} is not the oldest of any flow on " \
+                     f"that VC (lost, duplicated, corrupted, misrouted, moved to another VC or overtaken " \
+                     f"an older one of its flow)"
         board.got(keys[0], item)
         delivered[0] += 1
 
@@ -144,6 +147,12 @@ async def random_traffic_every_port(dut):
                 u = f["vc"]
                 assert len(fifo[u]) < D, f"output {PORT_NAMES[o]} VC {u}: flit sent without a credit"
                 fifo[u].append(f)
+                if f["head"] and o != L:
+                    h = fmt.unpack(f["data"])
+                    nx, ny = rx + STEP[o][0], ry + STEP[o][1]
+                    want = 1 << xy(nx, ny, h["dest_x"], h["dest_y"])
+                    assert f["route"] == want, f"output {PORT_NAMES[o]}: lookahead route {f['route']:05b}, " \
+                                               f"XY at ({nx}, {ny}) is {want:05b}"
                 if f["head"]:
                     assert cur[o][u] is None, f"output {PORT_NAMES[o]} VC {u}: two packets interleaved"
                     cur[o][u] = True

@@ -13,7 +13,7 @@ from collections import Counter
 import cocotb
 
 from sim_models.noc import PATTERNS, zero_load_latency
-from sim_models.noc_traffic import HIST_BINS, TrafficConfig, generate
+from sim_models.noc_traffic import TrafficConfig, generate
 from verification import config
 from verification.bench import start_clock_and_reset
 from verification.noc.env import params_from_config
@@ -33,7 +33,7 @@ def _isolated_config(kx, ky, classes, length):
         packets = sorted((p.t, p) for y in range(ky) for x in range(kx)
                          for p in generate(cfg, (x, y), kx, ky, classes))
         times = [t for t, _ in packets]
-        if len(times) >= 5 and all(b - a >= gap for a, b in zip(times, times[1:])):
+        if len(times) >= 5 and all(b - a >= gap for a, b in zip(times, times[1:], strict=False)):
             return cfg, [p for _, p in packets]
     raise AssertionError("no seed gives isolated packets")
 
@@ -48,7 +48,8 @@ async def zero_load_histogram_exact(dut):
     cocotb.log.info("seed %d: %d isolated packets", cfg.seed, len(packets))
     raw = await run_traffic(dut, p, cfg, kx, ky)
     result = summarize(raw, cfg, kx, ky, p.classes)
-    want = Counter(CREATE_TO_TX + zero_load_latency(pk.src, pk.dst, cfg.length) for pk in packets if pk.measured)
+    want = Counter(CREATE_TO_TX + zero_load_latency(pk.src, pk.dst, cfg.length)
+                   for pk in packets if pk.measured)
     got = {b: n for b, n in enumerate(raw["hist"]) if n}
     assert got == dict(want), f"latency histogram {got}, model {dict(want)}"
     assert result["lost"] == result["duplicated"] == result["corrupted"] == result["reordered"] == 0, result
@@ -73,6 +74,7 @@ async def patterns_checked(dut):
         cocotb.log.info("%s: %s", pattern, result)
         assert not raw["wedged"], f"{pattern}: the network stopped delivering"
         assert result["packets_delivered"] == result["packets_injected"] > 50, result
-        assert result["lost"] == result["duplicated"] == result["corrupted"] == result["reordered"] == 0, result
+        bad = result["lost"] + result["duplicated"] + result["corrupted"] + result["reordered"]
+        assert bad == 0, result
         assert raw["error"] == 0 and not result["histogram_clipped"], result
         assert result["accepted"] > 0.2, result

@@ -9,7 +9,7 @@ from verification.runner import SIMULATORS, run_cocotb
 #: The cocotb configuration: 32-bit flits, 2 classes x 1 VC of 4 flits per port. (The 4-VC router is
 #: exercised by the single-router test; its mesh Verilog is too large to build inside the
 #: regression's time budget.)
-PARAMS = dict(width=32, vcs=2, depth=4, classes=2, coord_bits=2, hash_bits=4)
+PARAMS = dict(width=32, vcs=2, depth=4, classes=2, coord_bits=2)
 
 #: 2x2 and 4x4 meshes on both simulators. The 4x4 Icarus run takes about seven minutes on two cores
 #: (most of it the zero-load test's 1024 cases); the 4x4 Verilator model builds in about five minutes

@@ -7,7 +7,7 @@ from rtl.noc.router import Router
 from verification.runner import SIMULATORS, run_cocotb
 
 #: 32-bit flits, 2 classes x 2 VCs of 4 flits (the 4-VC router with the in-order VC choice).
-PARAMS = dict(width=32, vcs=4, depth=4, classes=2, coord_bits=2, hash_bits=4)
+PARAMS = dict(width=32, vcs=4, depth=4, classes=2, coord_bits=2)
 
 
 @pytest.mark.cocotb

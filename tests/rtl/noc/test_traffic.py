@@ -10,10 +10,17 @@ from rtl.noc.traffic_checker import TrafficChecker
 from rtl.noc.traffic_generator import TrafficGenerator
 from sim_models.noc import HeaderFormat
 from sim_models.noc_traffic import (
-    HIST_BINS, CheckerModel, TrafficConfig, body_salt, generate, mix_seed, tag, untag,
+    HIST_BINS,
+    CheckerModel,
+    TrafficConfig,
+    body_salt,
+    generate,
+    mix_seed,
+    tag,
+    untag,
 )
 
-PARAMS = NocParams(width=64, vcs=2, depth=4, classes=2, coord_bits=3, hash_bits=4)
+PARAMS = NocParams(width=64, vcs=2, depth=4, classes=2, coord_bits=3)
 FMT = HeaderFormat(width=PARAMS.width, coord_bits=PARAMS.coord_bits, class_bits=PARAMS.class_bits)
 
 
@@ -69,7 +76,7 @@ def test_generator_creates_exactly_the_model_packets(pattern, kx, ky, node):
     for c in (0, 1):
         mine = [p for p in expected if p.cls == c]
         assert len(seen[c]) == len(mine)
-        for pkt, (t_sent, words) in zip(mine, seen[c]):
+        for pkt, (t_sent, words) in zip(mine, seen[c], strict=True):
             head = words[0]
             h = FMT.unpack(head)
             assert (h["dest_x"], h["dest_y"]) == pkt.dst
@@ -118,7 +125,7 @@ def _checker_traffic(rng, node, kx, ky, length):
     sources with ``x == kx - 1`` (so that each fault is counted once, as what it is)."""
     streams = {0: [], 1: []}
     seqs = {}
-    for n in range(60):
+    for _ in range(60):
         src = (rng.randrange(kx - 1), rng.randrange(ky))
         cls = rng.randrange(2)
         seq = seqs.get((src, cls), rng.randrange(1 << 16))

@@ -7,15 +7,18 @@ from rtl.noc.traffic_mesh import TrafficMesh
 from verification.runner import SIMULATORS, run_cocotb
 
 #: The configuration of ``poblano noc``'s hardware traffic: 64-bit flits (the header's ``user`` field
-#: holds the generator's time stamp and sequence number), 2 classes x 1 VC of 4 flits, 3-bit coordinates.
-PARAMS = dict(width=64, vcs=2, depth=4, classes=2, coord_bits=3, hash_bits=4)
+#: holds the generator's time stamp and sequence number), 2 classes x 2 VCs of 4 flits (the benchmark's
+#: configuration, where every flow's VC comes from ``flow_vc``), and 1 VC per class; 3-bit coordinates.
+PARAMS = dict(width=64, depth=4, classes=2, coord_bits=3)
+CASES = [(vcs, sim) for vcs in (4, 2) for sim in SIMULATORS]
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("sim", SIMULATORS)
-def test_traffic_mesh_cocotb(sim):
-    cfg = dict(PARAMS, kx=2, ky=2)
-    run_cocotb(lambda: TrafficMesh(NocParams(**PARAMS), 2, 2), toplevel="noc_traffic_mesh", config=cfg,
+@pytest.mark.parametrize("vcs, sim", CASES, ids=[f"vcs{vcs}-{sim}" for vcs, sim in CASES])
+def test_traffic_mesh_cocotb(vcs, sim):
+    params = dict(PARAMS, vcs=vcs)
+    cfg = dict(params, kx=2, ky=2)
+    run_cocotb(lambda: TrafficMesh(NocParams(**params), 2, 2), toplevel="noc_traffic_mesh", config=cfg,
                test_module="verification.noc.tb_traffic_mesh", sim=sim, ports_only=True)
 
 
