@@ -17,9 +17,16 @@ from sim_models.noc import zero_load_latency
 OUT = Path("build/noc-sweep")
 RATES = {
     2: [0.02, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-    4: [0.02, 0.2, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0],
+    4: [0.02, 0.2, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0],
     8: [0.02, 0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.8, 1.0],
 }
+#: Measured and warm-up cycles per point: hardware traffic runs long windows cheaply; Python-driven
+#: traffic (the cross-check) keeps the short window it can afford.
+CYCLES = {"hardware": 4000, "python": 1000}
+WARMUP = {"hardware": 1000, "python": 200}
+#: VCs per port: 2 classes x 2 VCs with hardware traffic (the goal's configuration); Python-driven traffic
+#: has one configuration, 2 classes x 1 VC.
+VCS = {"hardware": 4, "python": 2}
 
 
 def main(argv=None):
@@ -36,8 +43,9 @@ def main(argv=None):
         out = {"zero_load_per_hop": zero_load_latency((0, 0), (1, 0)) - zero_load_latency((0, 0), (0, 0)),
                "generator": args.generator}
         for traffic in ("uniform", "neighbor"):
-            s = noc_sweep.sweep(k, k, traffic=traffic, rates=RATES[k], packet_flits=4, cycles=1000,
-                                warmup=200, seed=1, sim="verilator", generator=args.generator,
+            s = noc_sweep.sweep(k, k, traffic=traffic, rates=RATES[k], packet_flits=4,
+                                cycles=CYCLES[args.generator], warmup=WARMUP[args.generator], seed=1,
+                                sim="verilator", generator=args.generator, vcs=VCS[args.generator],
                                 out=str(OUT / f"{args.generator}-{mesh}-{traffic}"))
             out[f"{mesh}_{traffic}"] = s
             print(f"{mesh} {traffic} ({args.generator}): zero-load {s['zero_load_latency']:.2f}, saturation "

@@ -108,7 +108,11 @@ def validate(args):
 def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim="verilator",
                generator="hardware", stall=0.0, vcs=4):
     """Run one experiment; returns the result dict (see ``verification/noc/tb_experiment.py`` and
-    ``verification/noc/traffic_run.py``)."""
+    ``verification/noc/traffic_run.py``).
+
+    ``rate`` may also be a list of rates (hardware traffic only): they run in one simulation and the
+    result is the list of their results, ending with ``{"error": ..., "offered": rate}`` at the first
+    rate whose run cannot be measured (its source queues overflowed)."""
     from rtl.noc.layouts import NocParams
     from rtl.noc.mesh import Mesh
     from rtl.noc.traffic_mesh import TrafficMesh
@@ -116,8 +120,10 @@ def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        exp = dict(traffic=traffic, rate=rate, packet_flits=packet_flits, cycles=cycles, warmup=warmup,
-                   seed=seed, stall=stall)
+        def settings(r):
+            return dict(traffic=traffic, rate=r, packet_flits=packet_flits, cycles=cycles, warmup=warmup,
+                        seed=seed, stall=stall)
+        exp = [settings(r) for r in rate] if isinstance(rate, list) else settings(rate)
         env = {"POBLANO_NOC_EXPERIMENT": json.dumps(exp), "POBLANO_NOC_RESULT": str(out)}
         if generator == "hardware":
             params = dict(HW_PARAMS, vcs=vcs)
@@ -132,6 +138,8 @@ def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim
                        build_name=f"noc_mesh-{slug}", test_module="verification.noc.tb_experiment", sim=sim,
                        extra_env=env, ports_only=True)
         result = json.loads(out.read_text())
+    if isinstance(result, list):
+        return result
     if "error" in result:
         raise UsageError(result["error"])
     return result

@@ -3,6 +3,10 @@
 The zero-load latency is the average latency measured at the lowest rate of the sweep (a very light
 load); the saturation throughput is the highest offered rate whose average latency is at most 3x the
 zero-load latency (and the accepted throughput there).
+
+With hardware traffic every rate runs in one simulation. A rate so far beyond saturation that the
+generators' source queues overflow within the run cannot be measured: the sweep stops there and
+reports it as ``overflow_from`` (the summary's points are the rates below it).
 """
 
 import csv
@@ -42,9 +46,18 @@ def saturation(points, zero_load):
 
 def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, out, generator="hardware",
           stall=0.0, vcs=4):
-    points = [noc.experiment(kx, ky, traffic=traffic, rate=r, packet_flits=packet_flits, cycles=cycles,
-                             warmup=warmup, seed=seed, sim=sim, generator=generator, stall=stall, vcs=vcs)
-              for r in rates]
+    common = dict(traffic=traffic, packet_flits=packet_flits, cycles=cycles, warmup=warmup, seed=seed,
+                  sim=sim, generator=generator, stall=stall, vcs=vcs)
+    overflow = None
+    if generator == "hardware":
+        # every rate in one simulation; the sweep ends at the first rate whose source queues overflow
+        points = noc.experiment(kx, ky, rate=list(rates), **common)
+        if points and "error" in points[-1]:
+            overflow = points.pop()["offered"]
+        if not points:
+            raise UsageError(f"even the lowest rate ({rates[0]}) overflows the source queues")
+    else:
+        points = [noc.experiment(kx, ky, rate=r, **common) for r in rates]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"noc-{kx}x{ky}-{traffic}"
@@ -71,6 +84,7 @@ def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, ou
     return {"mesh": f"{kx}x{ky}", "traffic": traffic, "packet_flits": packet_flits, "generator": generator,
             "vcs": vcs,
             "zero_load_latency": zero_load,
+            "overflow_from": overflow,
             "saturation_offered": sat["offered"] if sat else None,
             "saturation_accepted": sat["accepted"] if sat else None,
             "saturation_min_node": sat["accepted_min_node"] if sat else None,

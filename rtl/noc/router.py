@@ -22,9 +22,10 @@ class Router(wiring.Component):
     the same time every output port's :class:`~rtl.noc.output_allocator.OutputAllocator` picks the
     flit that crosses it *next* cycle. Routing is lookahead: a head flit arrives with its output port
     here in its ``route`` field, and the XY route at the next router is computed as it is written
-    into the buffer, to leave with it. The
-    allocators see each VC's front as it will be after the current traversal, so an arriving head is
-    allocated in the cycle it arrives, and a VC can send one flit every cycle.
+    into the buffer, to leave with it. The allocators see, per VC, the tail bit and route of every flit
+    not yet granted, in registers that shift when a flit is granted; their front is the VC's next flit
+    to allocate, or the flit arriving now. So an arriving head is allocated in the cycle it arrives,
+    a VC can send one flit every cycle, and allocation starts from registers only.
 
     *Traversal cycle*: every granted flit is read (each VC has its own read port, so an input can feed
     several outputs at once) and crosses the crossbar into its output link register, which is the
@@ -136,7 +137,7 @@ class Router(wiring.Component):
         for i in range(PORTS):
             link = self.input(i)
             m.submodules[f"buf_{PORT_NAMES[i]}"] = buf = VcBuffer(
-                vcs=V, depth=D, shape=p.buffer_layout, meta=meta_layout, read_ports=V)
+                vcs=V, depth=D, shape=p.buffer_layout, read_ports=V)
             bufs.append(buf)
             errors.append(buf.overflow)
             hdr = data.View(p.header_layout, link.flit.data)
@@ -157,8 +158,9 @@ class Router(wiring.Component):
                 buf.w_en.eq(link.valid), buf.w_vc.eq(link.flit.vc),
                 buf.w_data.data.eq(link.flit.data), buf.w_data.head.eq(link.flit.head),
                 buf.w_data.tail.eq(link.flit.tail), buf.w_data.route.eq(next_route),
-                buf.w_meta.tail.eq(link.flit.tail), buf.w_meta.route.eq(route_in),
             ]
+            arriving = Signal(meta_layout, name=f"arriving{i}")
+            m.d.comb += [arriving.tail.eq(link.flit.tail), arriving.route.eq(route_in)]
             with m.If(link.valid & link.flit.head & ~route_in.any()):
                 m.d.sync += self.error.eq(1)
 
@@ -169,16 +171,19 @@ class Router(wiring.Component):
                 m.d.comb += [buf.r_vc[v].eq(v), buf.r_en[v].eq(pop[i][v])]
                 active = Signal(name=f"active{i}_{v}")        # holds an output VC
                 oport = Signal(PORTS, name=f"oport{i}_{v}")  # ... of this output port
-                # The VC's front once this cycle's traversal has popped it: buffered, or arriving now.
-                remain = Signal(name=f"remain{i}_{v}")
+                # What the allocators see of this VC: the tail bit and route of every flit not yet
+                # granted, oldest first, in registers that shift when a flit is granted (one cycle before
+                # the buffer pops it), so the front is a register, or the flit arriving now.
+                waiting = [Signal(meta_layout, name=f"waiting{i}_{v}_{k}") for k in range(D)]
+                n_waiting = Signal(range(D + 1), name=f"n_waiting{i}_{v}")
+                push = Signal(name=f"push{i}_{v}")
                 front = Signal(meta_layout, name=f"front{i}_{v}")
                 exists = Signal(name=f"exists{i}_{v}")
-                m.d.comb += [remain.eq(buf.count[v] > pop[i][v]),
-                             exists.eq(remain | (link.valid & (link.flit.vc == v)))]
-                with m.If(remain):
-                    m.d.comb += front.eq(Mux(pop[i][v], buf.next_meta[v], buf.front_meta[v]))
-                with m.Else():
-                    m.d.comb += [front.tail.eq(link.flit.tail), front.route.eq(route_in)]
+                # (a full VC drops the flit, as the buffer does: n_waiting == D exactly when it is full
+                # and not popped this cycle)
+                m.d.comb += [push.eq(link.valid & (link.flit.vc == v) & (n_waiting != D)),
+                             exists.eq((n_waiting != 0) | push),
+                             front.eq(Mux(n_waiting != 0, waiting[0], arriving))]
 
                 won = Signal(name=f"won{i}_{v}")
                 terms = []
@@ -195,6 +200,16 @@ class Router(wiring.Component):
                     m.d.sync += [active.eq(~front.tail), oport.eq(front.route)]
                 with m.Elif(won & front.tail):
                     m.d.sync += active.eq(0)
+                m.d.sync += n_waiting.eq(n_waiting + push - won)
+                for k in range(D):
+                    shifted = waiting[k + 1] if k + 1 < D else waiting[k]
+                    with m.If(won):
+                        with m.If(push & (n_waiting == k + 1)):
+                            m.d.sync += waiting[k].eq(arriving)
+                        with m.Else():
+                            m.d.sync += waiting[k].eq(shifted)
+                    with m.Elif(push & (n_waiting == k)):
+                        m.d.sync += waiting[k].eq(arriving)
             m.d.sync += [pop[i].eq(Cat(*granted)), credit_out.eq(Cat(*granted))]
 
         # Next traversal: latch the grants.

@@ -28,25 +28,19 @@ def select(items, index):
 class VcBuffer(wiring.Component):
     """``vcs`` first-in first-out queues of ``depth`` entries each, stored in one memory.
 
-    Each entry is a ``shape`` word (kept in the memory) plus a small ``meta`` word kept in registers, so
-    that the meta data of the first two entries of *every* VC is visible at once (allocators look at it
-    without using a memory read port).
-
     Parameters
     ----------
     vcs, depth : int
         Number of queues and entries per queue.
     shape : shape-like or Layout
         Entry stored in the memory.
-    meta : Layout or None
-        Entry kept in registers (``None`` for none).
     read_ports : int
         Number of independent read ports; each reads and may pop the head of one VC per cycle (two
         ports must not pop the same VC in the same cycle).
 
     Interface attributes
     --------------------
-    w_en, w_vc, w_data, w_meta : In
+    w_en, w_vc, w_data : In
         Append an entry to queue ``w_vc``. Appending to a full queue (a credit violation by the
         sender) drops the entry and sets ``overflow``.
     r_vc[k], r_data[k], r_en[k]
@@ -54,9 +48,6 @@ class VcBuffer(wiring.Component):
         at the clock edge. Popping an empty queue does nothing.
     count : Out(ArrayLayout(range(depth + 1), vcs))
         Entries held per queue (registered).
-    front_meta, next_meta : Out(ArrayLayout(meta, vcs))
-        Meta data of the first and second entries of each queue (registered, valid when ``count``
-        exceeds 0 and 1 respectively).
     overflow : Out(1)
         Sticky: an entry was dropped.
 
@@ -66,20 +57,17 @@ class VcBuffer(wiring.Component):
     ``read_ports`` pops per cycle; a full queue that is popped in the cycle it is written keeps both.
     """
 
-    def __init__(self, *, vcs, depth, shape, meta=None, read_ports=1):
+    def __init__(self, *, vcs, depth, shape, read_ports=1):
         if vcs < 1 or depth < 1 or read_ports < 1:
             raise parameter_error(self, ValueError, "vcs, depth and read_ports must be at least 1")
         self._vcs, self._depth, self._shape, self._read_ports = vcs, depth, shape, read_ports
-        self._meta = meta if meta is not None else data.StructLayout({})
         vc_shape = unsigned(max(1, ceil_log2(vcs)))
         super().__init__({
-            "w_en": In(1), "w_vc": In(vc_shape), "w_data": In(shape), "w_meta": In(self._meta),
+            "w_en": In(1), "w_vc": In(vc_shape), "w_data": In(shape),
             "r_vc": In(vc_shape).array(read_ports),
             "r_data": Out(shape).array(read_ports),
             "r_en": In(1).array(read_ports),
             "count": Out(data.ArrayLayout(range(depth + 1), vcs)),
-            "front_meta": Out(data.ArrayLayout(self._meta, vcs)),
-            "next_meta": Out(data.ArrayLayout(self._meta, vcs)),
             "overflow": Out(1),
         })
 
@@ -102,7 +90,6 @@ class VcBuffer(wiring.Component):
         rptr = [Signal(range(D), name=f"rptr{v}") for v in range(V)]
         wptr = [Signal(range(D), name=f"wptr{v}") for v in range(V)]
         count = [Signal(range(D + 1), name=f"count{v}") for v in range(V)]
-        meta = [[Signal(self._meta, name=f"meta{v}_{k}") for k in range(D)] for v in range(V)]
 
         def nxt(ptr):
             if D == 1:
@@ -131,7 +118,6 @@ class VcBuffer(wiring.Component):
         m.d.comb += [wp.addr.eq(addr(self.w_vc, select(wptr, self.w_vc))), wp.data.eq(self.w_data),
                      wp.en.eq(accept)]
 
-        has_meta = self._meta.size > 0
         for v in range(V):
             push = Signal(name=f"push{v}")
             m.d.comb += push.eq(accept & (self.w_vc == v))
@@ -141,14 +127,4 @@ class VcBuffer(wiring.Component):
             with m.If(pops[v]):
                 m.d.sync += rptr[v].eq(nxt(rptr[v]))
             m.d.comb += self.count[v].eq(count[v])
-            if has_meta:
-                # Meta entries are kept oldest first (meta[v][0] is the front), shifting on every pop, so
-                # the front and next entries are plain registers with no read multiplexer.
-                for k in range(D):
-                    shifted = meta[v][k + 1] if k + 1 < D else meta[v][k]
-                    with m.If(push & (count[v] == k + pops[v])):
-                        m.d.sync += meta[v][k].eq(self.w_meta)
-                    with m.Elif(pops[v]):
-                        m.d.sync += meta[v][k].eq(shifted)
-                m.d.comb += [self.front_meta[v].eq(meta[v][0]), self.next_meta[v].eq(meta[v][min(1, D - 1)])]
         return m

@@ -3,7 +3,6 @@
 import random
 
 import pytest
-from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from rtl.noc.arbiter import RoundRobinArbiter
@@ -91,7 +90,7 @@ def test_arbiter_rejects_bad_size():
 
 @pytest.mark.parametrize("vcs, depth, ports", [(1, 1, 1), (2, 3, 1), (4, 4, 2), (3, 5, 2)])
 def test_vc_buffer_matches_fifo_model(vcs, depth, ports):
-    dut = VcBuffer(vcs=vcs, depth=depth, shape=16, meta=data.StructLayout({"tag": 5}), read_ports=ports)
+    dut = VcBuffer(vcs=vcs, depth=depth, shape=16, read_ports=ports)
     rng = random.Random(vcs * 100 + depth)
 
     async def tb(ctx):
@@ -101,11 +100,6 @@ def test_vc_buffer_matches_fifo_model(vcs, depth, ports):
         for _ in range(250):
             for v in range(vcs):
                 assert ctx.get(dut.count[v]) == len(model[v])
-                # the meta data of the first two entries, a register each
-                if model[v]:
-                    assert ctx.get(dut.front_meta[v].tag) == model[v][0] & 31
-                if len(model[v]) > 1:
-                    assert ctx.get(dut.next_meta[v].tag) == model[v][1] & 31
             # reads (distinct VCs per port)
             chosen = rng.sample(range(vcs), min(ports, vcs))
             pops = []
@@ -127,7 +121,6 @@ def test_vc_buffer_matches_fifo_model(vcs, depth, ports):
             ctx.set(dut.w_en, w)
             ctx.set(dut.w_vc, wv)
             ctx.set(dut.w_data, word)
-            ctx.set(dut.w_meta.tag, word & 31)
             await ctx.tick()
             if w:
                 if len(model[wv]) - (wv in pops) < depth:
