@@ -47,6 +47,8 @@ async def experiment(dut):
         except TrafficRunError as exc:
             result = {"error": str(exc), "offered": cfg.offered}
         results.append(result)
+        cocotb.log.info("rate %.3f: %s", cfg.offered, result.get("error") or
+                        f"accepted {result['accepted']:.3f}, latency {result['latency_avg']}")
         if "error" in result:
             break
     with open(os.environ["POBLANO_NOC_RESULT"], "w") as fh:
