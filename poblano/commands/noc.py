@@ -5,14 +5,15 @@ Two traffic sources, on routers of 2 classes x 2 VCs (``--vcs 4``, hardware traf
 
 * ``--generator hardware`` (the default): a :class:`rtl.noc.traffic_mesh.TrafficMesh`, with a
   synthesizable traffic generator and checker at every node (64-bit flits, 3-bit coordinates, so up
-  to 8x8). The testbench only configures the run and reads the counters, so an 8x8 point takes seconds
-  of simulation; the checkers' counts are compared with what the generators' reference model
-  (``sim_models.noc_traffic``) says each node must receive.
+  to 8x8). The testbench only configures the run and reads the counters: a 4x4 point of 5000 cycles
+  takes seconds of simulation, an 8x8 one about a minute; the checkers' counts are compared with what
+  the generators' reference model (``sim_models.noc_traffic``) says each node must receive.
 * ``--generator python``: a :class:`rtl.noc.mesh.Mesh` (32-bit flits, at most 4x4) driven by cocotb
   drivers with :class:`sim_models.noc.NetworkModel` checking every packet
   (``verification/noc/tb_experiment.py``); a 4x4 point of 1200 cycles takes about a minute.
 
-The builds are shared with the regression's; the first Verilator build of a mesh takes minutes.
+The builds are shared with the regression's. The first Verilator build of a mesh takes minutes (about
+3 for the 4x4 traffic mesh, 15 for 8x8, elaboration included).
 """
 
 import json
