@@ -67,3 +67,21 @@ def test_noc_reports_a_source_queue_overflow_in_one_line(capsys):
                             "--stall", "0.9", "--cycles", "2000", "--warmup", "0")
     assert status == 2 and out == ""
     assert "source queue overflow" in err and err.count("\n") == 1
+
+
+@pytest.mark.cocotb
+def test_noc_sweep_runs_rates_in_one_simulation_and_stops_at_an_overflow(capsys, tmp_path):
+    # Two measurable rates back to back (the second after the reset between runs), then a rate whose
+    # source queues overflow: the sweep keeps the first two and reports where measuring stopped.
+    status, out, _ = _run(capsys, "noc-sweep", "--mesh", "2x2", "--rates", "0.01,0.02,1.0",
+                          "--packet-flits", "1", "--stall", "0.9", "--cycles", "2000", "--warmup", "100",
+                          "--out", str(tmp_path), "--json")
+    assert status == 0
+    summary = json.loads(out)
+    assert summary["overflow_from"] == 1.0
+    assert [round(p["offered"], 3) for p in summary["points"]] == [0.01, 0.02]
+    for point in summary["points"]:
+        assert point["packets_delivered"] == point["packets_injected"] > 0
+        assert point["lost"] == point["duplicated"] == point["corrupted"] == point["reordered"] == 0
+        assert point["error_flags"] == 0 and not point["wedged"]
+    assert (tmp_path / "noc-2x2-uniform.csv").read_text().count("\n") == 3
