@@ -3,7 +3,9 @@
 :class:`RandomTraffic` chooses each operation from the golden model's current state (so most are
 meaningful and every error is reached on purpose, not only by accident) and alternates two
 phases: *grow* (opens, appends, forks: runs the pool to full occupancy and into ``no_space``) and
-*shrink* (truncates, closes: releases pages, frees slots for reuse). Reads run concurrently from a
+*shrink* (truncates, closes: releases pages, frees slots for reuse). Every other grow phase has a
+*focus*: the longest live sequence takes most appends, so one sequence reaches ``seq_full`` in every
+trace long enough to fill the pool a few times, whatever the seed. Reads run concurrently from a
 second coroutine, so they race with appends, copy-on-writes, truncates and closes of the very
 sequences they read. All randomness comes from one NumPy generator (seeded and logged by
 :func:`verification.bench.numpy_rng`).
@@ -47,6 +49,8 @@ class RandomTraffic:
         self.grow_commands = grow_commands
         self._generated = 0
         self._phase_start = 0
+        #: The sequence most appends of this grow phase go to (None: spread over a few).
+        self.focus = None
 
     # -- helpers -----------------------------------------------------------------------------------
     def _pick(self, items):
@@ -91,6 +95,10 @@ class RandomTraffic:
             self.phase = "grow"
             self.phase_changes += 1
             self._phase_start = self._generated
+            # Shrinking has freed all but at most one page (or left one sequence): the longest live
+            # sequence can now grow to max_len if it takes most appends.
+            focused = self.phase_changes % 4 == 2
+            self.focus = max(live, key=lambda s: m.length[s]) if focused and live else None
 
     # -- operations --------------------------------------------------------------------------------
     def next_command(self):
@@ -110,6 +118,8 @@ class RandomTraffic:
             full = [s for s in live if m.length[s] == c.max_len]
             if full and self._chance(0.15):
                 favourites = full
+            elif self.phase == "grow" and self.focus in open_ended and self._chance(0.7):
+                favourites = [self.focus]
             elif self._chance(0.5):
                 favourites = open_ended[:2]
             else:
