@@ -25,10 +25,9 @@ class NetworkInterface(wiring.Component):
 
     Injection: each class has an injection queue of ``inj_depth`` flits; every head flit carries its XY
     route at the local router (lookahead routing, see :class:`~rtl.noc.router.Router`), and every packet
-    goes on the VC
-    of its flow (:func:`~rtl.noc.layouts.flow_vc`), which it keeps end to end, so the packets of a flow
-    stay in order. The interface holds the credits of the router's local input VCs and sends at most
-    one flit per cycle, round robin between classes but finishing a packet first.
+    goes on the VC of its flow (:func:`~rtl.noc.layouts.flow_vc`), which it keeps end to end, so the
+    packets of a flow stay in order. The interface holds the credits of the router's local input VCs
+    and sends at most one flit per cycle, round robin between classes but finishing a packet first.
 
     Ejection: each VC has an ejection buffer of ``depth`` flits whose credits go back to the router;
     each class delivers one packet at a time on its ``rx`` stream.
@@ -155,11 +154,11 @@ class NetworkInterface(wiring.Component):
                 m.d.sync += self.dropped.eq(self.dropped + n_drops)
 
         # ---------------------------------------------------------------- injection link
-        # A packet may start on its VC when no packet of this interface holds it (wormhole) and the
-        # router has a buffer there; a body flit only needs the buffer.
+        # A flit needs only a buffer in the router. (Wormhole holds by construction: a class's VCs carry
+        # only that class's queue, which is a FIFO of whole messages, so a head reaches the front only
+        # after the tail of the packet before it has been sent.)
         inj = self.inj
         cnt = [Signal(range(D + 1), init=D, name=f"cnt{u}") for u in range(V)]
-        free = Signal(V, init=(1 << V) - 1)
         credit_ok = Signal(V)
         m.d.comb += credit_ok.eq(Cat(*((cnt[u] != 0) | inj.credit[u] for u in range(V))))
 
@@ -167,10 +166,7 @@ class NetworkInterface(wiring.Component):
         for c in range(C):
             front = queues[c].r_data[0]
             m.d.comb += queues[c].r_vc[0].eq(0)
-            ok = Signal(name=f"vc_ok{c}")
-            m.d.comb += ok.eq(credit_ok.bit_select(front.vc, 1) &
-                              (free.bit_select(front.vc, 1) | ~front.head))
-            m.d.comb += sendable[c].eq((queues[c].count[0] != 0) & ok)
+            m.d.comb += sendable[c].eq((queues[c].count[0] != 0) & credit_ok.bit_select(front.vc, 1))
 
         m.submodules.cls_arb = cls_arb = RoundRobinArbiter(C)
         sticky_valid = Signal()
@@ -203,11 +199,6 @@ class NetworkInterface(wiring.Component):
         m.d.comb += sent.eq(Cat(*(send & (s_vc == u) for u in range(V))))
         for u in range(V):
             m.d.sync += cnt[u].eq(cnt[u] - sent[u] + inj.credit[u])
-        taken = Signal(V)
-        freed = Signal(V)
-        m.d.comb += [taken.eq(Mux(send & s_head & ~s_tail, sent, 0)),
-                     freed.eq(Mux(send & s_tail & ~s_head, sent, 0))]
-        m.d.sync += free.eq((free | freed) & ~taken)
 
         # ---------------------------------------------------------------- ejection
         ej = self.ej

@@ -164,8 +164,8 @@ class Router(wiring.Component):
             with m.If(link.valid & link.flit.head & ~route_in.any()):
                 m.d.sync += self.error.eq(1)
 
-            credit_out = Signal(V, name=f"credit_out{i}")
-            m.d.comb += link.credit.eq(credit_out)
+            # A granted flit leaves its buffer next cycle: the same register pops it and returns its credit.
+            m.d.comb += link.credit.eq(pop[i])
             granted = []
             for v in range(V):
                 m.d.comb += [buf.r_vc[v].eq(v), buf.r_en[v].eq(pop[i][v])]
@@ -210,7 +210,7 @@ class Router(wiring.Component):
                             m.d.sync += waiting[k].eq(shifted)
                     with m.Elif(push & (n_waiting == k)):
                         m.d.sync += waiting[k].eq(arriving)
-            m.d.sync += [pop[i].eq(Cat(*granted)), credit_out.eq(Cat(*granted))]
+            m.d.sync += pop[i].eq(Cat(*granted))
 
         # Next traversal: latch the grants.
         for o in range(PORTS):

@@ -3,11 +3,13 @@
 import random
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Const, Module
+from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.noc.layouts import NocParams
+from rtl.noc.layouts import flow_vc as rtl_flow_vc
 from sim_models.noc import (
     PATTERNS,
     HeaderFormat,
@@ -202,11 +204,6 @@ def test_out_of_mesh_dropped():
 def test_flow_vc_matches_rtl(vcs, classes, coord_bits):
     """The Python VC choice is the RTL's (``rtl.noc.layouts.flow_vc``) for every flow of a mesh, and it
     uses every VC of each class."""
-    from amaranth.hdl import Const
-    from amaranth.sim import Simulator
-
-    from rtl.noc.layouts import flow_vc as rtl_flow_vc
-
     p = NocParams(vcs=vcs, classes=classes, coord_bits=coord_bits)
     side = min(4, p.max_side)
     cases = [((sx, sy), (dx, dy), c) for sx in range(side) for sy in range(side) for dx in range(side)

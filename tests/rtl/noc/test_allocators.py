@@ -152,7 +152,6 @@ def test_output_allocator_matches_the_packet_model(inputs, vcs):
         sending = [False] * n            # the packet's head went through
         waited = [0] * n
         served = 0
-        worst = 0
         for cycle in range(600):
             for r in range(n):
                 if left[r] == 0 and rng.random() < 0.5:
@@ -174,7 +173,6 @@ def test_output_allocator_matches_the_packet_model(inputs, vcs):
                 v = r % vcs
                 if head[r]:
                     waited[r] = 0 if grant[r] else waited[r] + 1
-                    worst = max(worst, waited[r])
                     assert waited[r] <= bound, f"cycle {cycle}: head {r} starved for {waited[r]} cycles"
                 if not grant[r]:
                     continue
