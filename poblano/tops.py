@@ -1,8 +1,9 @@
 """Registry of Poblano's top-level blocks, each in its default configuration.
 
 ``make verilog`` writes every entry to ``build/verilog/<name>.v`` and lints it; ``make fpga`` builds
-the entries marked ``fpga=True`` for the ULX3S-85F. Add a block by adding one :class:`Top` line;
-``factory`` is ``"module:Class"`` and is imported only when used.
+the entries marked ``fpga=True`` for the ULX3S-85F, each against its own ``target_mhz`` where it has
+one. Add a block by adding one :class:`Top` line; ``factory`` is ``"module:Class"`` and is imported
+only when used.
 """
 
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ class Top:
     factory: str
     kwargs: dict = field(default_factory=dict)
     fpga: bool = False
+    #: The block's own clock goal for ``make fpga`` (None: the board constraint's 125 MHz).
+    target_mhz: float | None = None
     description: str = ""
 
     def build(self, **overrides):
@@ -36,7 +39,7 @@ TOPS = [
         description="4x4 MXFP4 MAC array, 8 accumulators/PE, products on 9 MULT18 + 7 DP16KD pairs per PE"),
     Top("mx_block_dot", "rtl.mx.block_dot:BlockDot", {},
         description="block-dot unit: 32 E2M1 products, two E8M0 scales, one binary32 accumulate (RNE)"),
-    Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1},
+    Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1}, fpga=True, target_mhz=100,
         description="5-port mesh router: 4 VCs x 4 flits per port, 2 classes, 64-bit flits, XY, credits"),
 ]
 

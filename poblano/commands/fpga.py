@@ -14,7 +14,8 @@ def add_arguments(parser):
                         help=f"block to build (repeatable; default: {', '.join(fpga_tops)})")
     parser.add_argument("--seed", type=int, default=fpga.DEFAULT_SEED, help="nextpnr placement seed")
     parser.add_argument("--target-mhz", type=float,
-                        help="clock constraint (default: the one in constraints/ulx3s_85f.lpf)")
+                        help="clock constraint (default: the block's own goal, else the one in "
+                             "constraints/ulx3s_85f.lpf)")
 
 
 def run(args):
@@ -26,7 +27,9 @@ def run(args):
     for name in names:
         print(f"{name}: building for ULX3S-85F ...", flush=True)
         try:
-            report = fpga.build(name, tops.get(name).build(), seed=args.seed, target_mhz=args.target_mhz)
+            top = tops.get(name)
+            target = args.target_mhz if args.target_mhz is not None else top.target_mhz
+            report = fpga.build(name, top.build(), seed=args.seed, target_mhz=target)
         except RuntimeError as exc:
             print(f"{name}: {exc}")
             failed += 1

@@ -7,7 +7,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from poblano import tops
+from poblano import cli, tops
 from poblano.flows import fpga
 from poblano.flows.netlist_fixups import drop_dangling_carry_outs
 
@@ -77,3 +77,25 @@ def test_a_netlist_without_one_top_module_is_rejected(tmp_path):
     path.write_text(json.dumps({"modules": {"a": {"attributes": {}}}}))
     with pytest.raises(ValueError, match="one top module"):
         drop_dangling_carry_outs(path)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["fpga", "--top", "noc_router"], 100),                         # the router's own goal
+    (["fpga", "--top", "noc_router", "--target-mhz", "80"], 80),    # the command line wins
+    (["fpga", "--top", "stream_register"], None),                   # the board constraint's 125 MHz
+])
+def test_each_block_is_built_against_its_own_clock_goal(monkeypatch, argv, expected):
+    targets = []
+
+    def fake_build(name, component, *, seed, target_mhz):
+        targets.append(target_mhz)
+        return {"fmax_mhz": 200.0, "target_mhz": target_mhz or 125, "timing_met": True,
+                **{k: {"used": 0} for k in ("lut4", "ff", "mult18", "bram_dp16kd")}}
+
+    monkeypatch.setattr(fpga, "build", fake_build)
+    assert cli.main(argv) == 0
+    assert targets == [expected]
+
+
+def test_make_fpga_builds_one_router():
+    assert "noc_router" in [top.name for top in tops.TOPS if top.fpga]
