@@ -20,6 +20,8 @@ class Top:
     fpga: bool = False
     #: The block's own clock goal for ``make fpga`` (None: the board constraint's 125 MHz).
     target_mhz: float | None = None
+    #: Extra Yosys ``synth_ecp5`` options for its FPGA build.
+    synth_opts: str = ""
     description: str = ""
 
     def build(self, **overrides):
@@ -40,6 +42,7 @@ TOPS = [
     Top("mx_block_dot", "rtl.mx.block_dot:BlockDot", {},
         description="block-dot unit: 32 E2M1 products, two E8M0 scales, one binary32 accumulate (RNE)"),
     Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1}, fpga=True, target_mhz=100,
+        synth_opts="-nowidelut -dff",
         description="5-port mesh router: 4 VCs x 4 flits per port, 2 classes, 64-bit flits, XY, credits"),
 ]
 

@@ -29,7 +29,8 @@ def run(args):
         try:
             top = tops.get(name)
             target = args.target_mhz if args.target_mhz is not None else top.target_mhz
-            report = fpga.build(name, top.build(), seed=args.seed, target_mhz=target)
+            report = fpga.build(name, top.build(), seed=args.seed, target_mhz=target,
+                                synth_opts=top.synth_opts)
         except RuntimeError as exc:
             print(f"{name}: {exc}")
             failed += 1

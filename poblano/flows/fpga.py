@@ -122,8 +122,12 @@ def _count_from_log(log, cell):
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def build(name, block, *, out_dir=None, seed=DEFAULT_SEED, target_mhz=None):
-    """Synthesize, place, route and pack ``block``; write ``report.json``/``report.md``; return the report."""
+def build(name, block, *, out_dir=None, seed=DEFAULT_SEED, target_mhz=None, synth_opts=""):
+    """Synthesize, place, route and pack ``block``; write ``report.json``/``report.md``; return the report.
+
+    ``target_mhz`` replaces the clock constraint of ``constraints/``; ``synth_opts`` are extra options
+    of Yosys's ``synth_ecp5`` (e.g. ``-nowidelut``), recorded in the report.
+    """
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
     out_dir = Path(out_dir or BUILD_ROOT / "fpga" / name)
@@ -136,7 +140,7 @@ def build(name, block, *, out_dir=None, seed=DEFAULT_SEED, target_mhz=None):
                              preferences)
     nextpnr_report = out_dir / "nextpnr-report.json"
     plan = platform.build(harness, name="top", build_dir=str(out_dir), do_build=False,
-                          add_preferences=preferences,
+                          add_preferences=preferences, synth_opts=synth_opts,
                           # relative path: YoWASP's nextpnr sees only its working directory
                           nextpnr_opts=f"--report {nextpnr_report.name} --seed {seed} "
                                        # a missed target is reported (timing_met), not fatal
@@ -190,6 +194,7 @@ def build(name, block, *, out_dir=None, seed=DEFAULT_SEED, target_mhz=None):
         },
         "dangling_carry_outs_dropped": dropped,
         "seed": seed,
+        "synth_opts": synth_opts,
         "build_seconds": round(seconds, 1),
         "bitstream": _display_path(out_dir / "top.bit"),
         "tools": {k: v for k, v in toolchain.tool_versions().items() if k in ("yosys", "nextpnr-ecp5")},
@@ -247,7 +252,8 @@ def markdown(report):
         f"# FPGA build: `{report['block']}` on {report['board']}",
         "",
         f"Fmax **{report['fmax_mhz']:.1f} MHz** (target {report['target_mhz']:.0f} MHz, "
-        f"{'met' if report['timing_met'] else 'NOT met'}; nextpnr seed {report['seed']}).",
+        f"{'met' if report['timing_met'] else 'NOT met'}; nextpnr seed {report['seed']}"
+        + (f"; `synth_ecp5 {report['synth_opts']}`" if report.get("synth_opts") else "") + ").",
         "",
         "| resource | used | available | utilization |",
         "|---|---|---|---|",

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Fragment, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -80,21 +80,22 @@ def test_a_netlist_without_one_top_module_is_rejected(tmp_path):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["fpga", "--top", "noc_router"], 100),                         # the router's own goal
-    (["fpga", "--top", "noc_router", "--target-mhz", "80"], 80),    # the command line wins
-    (["fpga", "--top", "stream_register"], None),                   # the board constraint's 125 MHz
+    (["fpga", "--top", "noc_router"], (100, "-nowidelut -dff")),              # the router's own goal
+    (["fpga", "--top", "noc_router", "--target-mhz", "80"], (80, "-nowidelut -dff")),  # the flag wins
+    (["fpga", "--top", "stream_register"], (None, "")),                       # the board's 125 MHz
 ])
-def test_each_block_is_built_against_its_own_clock_goal(monkeypatch, argv, expected):
-    targets = []
+def test_each_block_is_built_with_its_own_clock_goal_and_options(monkeypatch, argv, expected):
+    builds = []
 
-    def fake_build(name, component, *, seed, target_mhz):
-        targets.append(target_mhz)
+    def fake_build(name, component, *, seed, target_mhz, synth_opts):
+        Fragment.get(component, None)  # elaborated, as the real flow would
+        builds.append((target_mhz, synth_opts))
         return {"fmax_mhz": 200.0, "target_mhz": target_mhz or 125, "timing_met": True,
                 **{k: {"used": 0} for k in ("lut4", "ff", "mult18", "bram_dp16kd")}}
 
     monkeypatch.setattr(fpga, "build", fake_build)
     assert cli.main(argv) == 0
-    assert targets == [expected]
+    assert builds == [expected]
 
 
 def test_make_fpga_builds_one_router():
