@@ -3,8 +3,9 @@
 Run: ``.venv/bin/python -m benchmarks.noc [--mesh 2x2|4x4|8x8 ...] [--generator hardware|python]``.
 The default sweeps 4x4 and 8x8 with the synthesizable traffic generators (``--generator hardware``);
 ``--generator python --mesh 2x2 --mesh 4x4`` runs the same sweeps with Python-driven traffic, the
-cross-check of the hardware generators (2 classes x 1 VC; about 20 minutes for 4x4). Writes ``build/noc-sweep/noc_sweep_<generator>_<mesh>.json`` and each sweep's CSV/PNG there;
-the figures are copied into ``benchmarks/results/noc.md``.
+cross-check of the hardware generators (2 classes x 1 VC; about 20 minutes for 4x4). Writes
+``build/noc-sweep/noc_sweep_<generator>_<mesh>.json`` and each sweep's CSV/PNG there; the figures are
+copied into ``benchmarks/results/noc.md``.
 """
 
 import argparse

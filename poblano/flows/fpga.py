@@ -253,7 +253,7 @@ def markdown(report):
         "",
         f"Fmax **{report['fmax_mhz']:.1f} MHz** (target {report['target_mhz']:.0f} MHz, "
         f"{'met' if report['timing_met'] else 'NOT met'}; nextpnr seed {report['seed']}"
-        + (f"; `synth_ecp5 {report['synth_opts']}`" if report.get("synth_opts") else "") + ").",
+        + (f"; `synth_ecp5 {report['synth_opts']}`" if report["synth_opts"] else "") + ").",
         "",
         "| resource | used | available | utilization |",
         "|---|---|---|---|",
