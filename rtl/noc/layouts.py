@@ -100,9 +100,10 @@ class NocParams:
     depth: int = 4
     classes: int = 2
     coord_bits: int = 4
+    order_buckets: int = 32
 
     def __post_init__(self):
-        for name in ("width", "vcs", "depth", "classes", "coord_bits"):
+        for name in ("width", "vcs", "depth", "classes", "coord_bits", "order_buckets"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, not {value!r}")
@@ -114,6 +115,8 @@ class NocParams:
             raise ValueError(f"depth must be 1..64, not {self.depth}")
         if not 1 <= self.coord_bits <= 8:
             raise ValueError(f"coord_bits must be 1..8, not {self.coord_bits}")
+        if not 1 <= self.order_buckets <= 64 or self.order_buckets & (self.order_buckets - 1):
+            raise ValueError(f"order_buckets must be a power of 2 in 1..64, not {self.order_buckets}")
         if self.width < self.header_bits:
             raise ValueError(f"width {self.width} cannot hold the {self.header_bits}-bit header")
 
@@ -121,6 +124,10 @@ class NocParams:
     @property
     def vc_bits(self):
         return max(1, ceil_log2(self.vcs))
+
+    @property
+    def bucket_bits(self):
+        return max(1, ceil_log2(self.order_buckets))
 
     @property
     def class_bits(self):
@@ -230,6 +237,24 @@ def xy_route(x, y, dest_x, dest_y):
     east, west, north, south = beyond(dest_x, x), before(dest_x, x), beyond(dest_y, y), before(dest_y, y)
     along_x = east | west
     return Cat(~along_x & north, east, ~along_x & south, west, ~along_x & ~north & ~south)
+
+
+def order_bucket(params, src_x, src_y, dest_x, dest_y):
+    """The order bucket of the flow ``(source, destination)``: a hash of ``bucket_bits`` bits.
+
+    Each coordinate is folded to ``bucket_bits`` bits and rotated by its position before the four are
+    XORed, so flows that differ in one coordinate differ in their bucket.
+    """
+    bb = params.bucket_bits
+    out = Const(0, bb)
+    for j, coord in enumerate((src_x, src_y, dest_x, dest_y)):
+        folded = Const(0, bb)
+        for lo in range(0, len(coord), bb):
+            folded = folded ^ coord[lo:lo + bb]
+        folded = Cat(folded, Const(0, bb))[:bb]
+        rot = j % bb
+        out = out ^ (Cat(folded[bb - rot:], folded[:bb - rot]) if rot else folded)
+    return out
 
 
 def flow_vc(params, mclass, src_x, src_y, dest_x, dest_y):

@@ -1,12 +1,13 @@
 """Output allocator: one router output port's link and virtual channels, in one round-robin decision."""
 
-from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from rtl.common.parameters import parameter_error
 
-from .arbiter import RoundRobinArbiter
+from .arbiter import RoundRobinArbiter, lowest_one
 
 __all__ = ["OutputAllocator"]
 
@@ -14,27 +15,38 @@ __all__ = ["OutputAllocator"]
 class OutputAllocator(wiring.Component):
     """Combined VC and switch allocation of one output port, for ``inputs`` input ports of ``vcs`` VCs.
 
-    Requester ``r = k * vcs + v`` is VC ``v`` of the ``k``-th input port that can reach this output. VCs
-    are *static*: a packet on input VC ``v`` leaves on output VC ``v`` (the sender chose ``v`` from the
-    packet's flow, so a flow uses one VC end to end and stays in order). Every input VC has its own read
-    port, so the only conflicts are at the outputs, and each output settles them alone: one
-    round-robin arbiter over every eligible requester. A requester is eligible when
+    Requester ``r = k * vcs + v`` is VC ``v`` of the ``k``-th input port that can reach this output; it
+    belongs to the message class of ``v`` and may only take output VCs of that class. Every input VC has
+    its own read port, so the only conflicts are at the outputs, and each output settles them alone: one
+    round-robin arbiter over every eligible requester, at most one grant per cycle.
 
-    * ``body[r]``: it holds output VC ``v`` (its packet's head went through) and ``credit_ok[v]``; or
-    * ``head[r]``: a head waits at its front, output VC ``v`` is free, ``credit_ok[v]``, and no other
-      head is this VC's *favourite*.
+    VCs are *dynamic*: a head takes any free output VC of its class that has a credit, with one
+    exception that keeps the packets of a flow in order. Each head carries an *order bucket*, a hash
+    of its flow ``(source, destination)`` (:func:`~rtl.noc.layouts.order_bucket`). An output VC
+    remembers the buckets of the packets it carried until the downstream buffer of that VC is empty
+    again (``drained``); a head whose bucket an output VC still remembers is *pinned* to that VC and
+    waits for it. So two packets of a flow are never in the downstream buffer in different VCs, and
+    as every output keeps this rule, a later packet can never overtake an earlier one anywhere (the
+    earlier one either shares its FIFO or has left the next router). Flows that share a bucket only
+    wait for each other more often than needed.
 
-    The grant is at most one requester (the link carries one flit per cycle). A granted head that is
-    not also a tail takes output VC ``v`` (``free[v]`` falls at the clock edge); a granted tail frees it
-    (``free[v]`` rises), so the next packet's head can be granted in the following cycle, back to back.
-    Because only a free VC is granted to a head, and at most one head per cycle, an output VC is never
-    held by two packets.
+    A requester is eligible when
 
-    *Favourites* bound the wait of a head: when heads keep waiting for VC ``v`` without being granted,
-    one of them is chosen round robin as the favourite (registered), and until it is granted only it may
-    take ``v``. The arbiter's pointer moves past every winner, so a favourite whose VC is free and has a
-    credit is granted within ``inputs * vcs`` cycles, and every waiting head becomes the favourite
-    after at most ``inputs - 1`` others.
+    * ``body[r]``: it holds output VC ``ovc[r]`` (its packet's head went through) and that VC has a
+      credit; or
+    * ``head[r]``: a head waits at its front and some output VC ``u`` of its class is free, has a
+      credit, is not excluded by the order rule, and has no *favourite* other than ``r``.
+
+    A granted head takes the lowest such VC (``grant_vc``); a granted head that is not also a tail holds
+    it (``free[u]`` falls at the clock edge), and a granted tail frees it, so the next packet's head can
+    be granted in the following cycle, back to back. Only free VCs go to heads, at most one head per
+    cycle, so an output VC is never held by two packets.
+
+    *Favourites* bound the wait of a head: when heads keep waiting for VC ``u`` without being granted,
+    one of them is chosen round robin as its favourite (registered), and until it is granted only it may
+    take ``u``. The arbiter's pointer moves past every winner, so a favourite whose VC is free and has a
+    credit is granted within ``inputs * vcs`` cycles, and every head waiting for ``u`` becomes its
+    favourite after at most ``inputs * vcs_per_class - 1`` others.
 
     Parameters
     ----------
@@ -42,36 +54,57 @@ class OutputAllocator(wiring.Component):
         Input ports that can reach this output.
     vcs : int
         Virtual channels per port.
+    classes : int
+        Message classes; class ``c`` owns VCs ``c * vcs // classes`` onwards.
+    buckets : int
+        Order buckets (a power of 2).
 
     Interface attributes
     --------------------
     head, body : In(inputs * vcs)
         Per requester, exclusive: a head at its VC's front routed here / a flit of a packet that
-        holds output VC ``v`` here.
+        holds output VC ``ovc[r]`` here.
     tail : In(inputs * vcs)
         The requester's front flit is a tail (a head with ``tail`` is a single-flit packet).
+    bucket : In(ArrayLayout(bucket_bits, inputs * vcs))
+        The order bucket of each requester's head.
+    ovc : In(ArrayLayout(vc_bits, inputs * vcs))
+        The output VC each body requester's packet holds.
     credit_ok : In(vcs)
         The downstream buffer of output VC ``u`` can take a flit sent next cycle.
+    drained : In(vcs)
+        The downstream buffer of output VC ``u`` is empty and no flit is on its way to it.
     grant : Out(inputs * vcs)
         One-hot winner, zero when nothing is eligible (combinational).
+    grant_vc : Out(vc_bits)
+        The output VC the granted flit takes (combinational).
     free : Out(vcs)
         Output VCs no packet holds (registered).
 
     Latency
     -------
-    Combinational from requests to ``grant``; ``free``, the favourites and the arbiter's pointer
-    change at the clock edge.
+    Combinational from requests to ``grant``; ``free``, the buckets, the favourites and the arbiter's
+    pointer change at the clock edge.
     """
 
-    def __init__(self, inputs, vcs):
-        for name, value in (("inputs", inputs), ("vcs", vcs)):
+    def __init__(self, inputs, vcs, classes=1, buckets=16):
+        for name, value in (("inputs", inputs), ("vcs", vcs), ("classes", classes), ("buckets", buckets)):
             if not isinstance(value, int) or value < 1:
                 raise parameter_error(self, ValueError, f"{name} must be a positive int, not {value!r}")
-        self._inputs, self._vcs = inputs, vcs
+        if vcs % classes:
+            raise parameter_error(self, ValueError, f"vcs ({vcs}) must be a multiple of classes ({classes})")
+        if buckets & (buckets - 1):
+            raise parameter_error(self, ValueError, f"buckets must be a power of 2, not {buckets}")
+        self._inputs, self._vcs, self._classes, self._buckets = inputs, vcs, classes, buckets
         n = inputs * vcs
+        self._vc_bits = max(1, ceil_log2(vcs))
+        self._bucket_bits = max(1, ceil_log2(buckets))
         super().__init__({
-            "head": In(n), "body": In(n), "tail": In(n), "credit_ok": In(vcs),
-            "grant": Out(n), "free": Out(vcs),
+            "head": In(n), "body": In(n), "tail": In(n),
+            "bucket": In(data.ArrayLayout(unsigned(self._bucket_bits), n)),
+            "ovc": In(data.ArrayLayout(unsigned(self._vc_bits), n)),
+            "credit_ok": In(vcs), "drained": In(vcs),
+            "grant": Out(n), "grant_vc": Out(self._vc_bits), "free": Out(vcs),
         })
 
     @property
@@ -84,35 +117,60 @@ class OutputAllocator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        K, V = self._inputs, self._vcs
+        K, V, B = self._inputs, self._vcs, self._buckets
+        vpc = V // self._classes
         n = K * V
+
+        def class_vcs(v):
+            c = v // vpc
+            return range(c * vpc, (c + 1) * vpc)
 
         free = Signal(V, init=(1 << V) - 1)
         m.d.comb += self.free.eq(free)
+        # Per output VC: the order buckets of the packets it carried since its buffer was last empty.
+        seen = [Signal(B, name=f"seen{u}") for u in range(V)]
 
-        eligible = [None] * n
-        for v in range(V):
-            # Favourite among the heads waiting for output VC v (one per input port).
-            waiting = Signal(K, name=f"waiting{v}")
-            granted = Signal(K, name=f"granted{v}")
-            m.d.comb += [waiting.eq(Cat(*(self.head[k * V + v] for k in range(K)))),
-                         granted.eq(Cat(*(self.grant[k * V + v] for k in range(K))))]
-            fav_valid = Signal(name=f"fav_valid{v}")
-            fav = Signal(K, name=f"fav{v}")
-            m.submodules[f"fav_arb{v}"] = fav_arb = RoundRobinArbiter(K)
+        # Which output VCs each head may wait for under the order rule.
+        wants = [[None] * V for _ in range(n)]
+        for r in range(n):
+            v = r % V
+            own = class_vcs(v)
+            pinned_to = {u: seen[u].bit_select(self.bucket[r], 1) for u in own}
+            pinned = Cat(*pinned_to.values()).any()
+            for u in own:
+                wants[r][u] = self.head[r] & (~pinned | pinned_to[u])
+
+        # Favourite among the heads waiting for each output VC.
+        fav_valid = [Signal(name=f"fav_valid{u}") for u in range(V)]
+        fav = [Signal(n, name=f"fav{u}") for u in range(V)]
+        for u in range(V):
+            members = [r for r in range(n) if u in class_vcs(r % V)]
+            waiting = Signal(len(members), name=f"waiting{u}")
+            granted = Signal(len(members), name=f"granted{u}")
+            m.d.comb += [waiting.eq(Cat(*(wants[r][u] for r in members))),
+                         granted.eq(Cat(*(self.grant[r] for r in members)))]
+            fav_u = Signal(len(members), name=f"fav_sel{u}")
+            m.d.comb += fav[u].eq(sum(fav_u[j] << r for j, r in enumerate(members)))
+            m.submodules[f"fav_arb{u}"] = fav_arb = RoundRobinArbiter(len(members))
             m.d.comb += fav_arb.requests.eq(waiting)
-            with m.If(fav_valid):
-                m.d.sync += fav_valid.eq((fav & waiting & ~granted).any())
+            with m.If(fav_valid[u]):
+                m.d.sync += fav_valid[u].eq((fav_u & waiting & ~granted).any())
             with m.Else():
                 m.d.comb += fav_arb.advance.eq(1)
-                m.d.sync += [fav.eq(fav_arb.grant), fav_valid.eq((fav_arb.grant & ~granted).any())]
+                m.d.sync += [fav_u.eq(fav_arb.grant), fav_valid[u].eq((fav_arb.grant & ~granted).any())]
 
-            head_ok = Signal(name=f"head_ok{v}")
-            m.d.comb += head_ok.eq(free[v] & self.credit_ok[v])
-            for k in range(K):
-                r = k * V + v
-                eligible[r] = ((self.body[r] & self.credit_ok[v]) |
-                               (self.head[r] & head_ok & (~fav_valid | fav[k])))
+        head_ok = Signal(V)
+        m.d.comb += head_ok.eq(free & self.credit_ok)
+        eligible = []
+        take = []           # per requester: the output VCs its head may take now, one-hot lowest
+        for r in range(n):
+            v = r % V
+            may = Cat(*((wants[r][u] & head_ok[u] & (~fav_valid[u] | fav[u][r])) if u in class_vcs(v)
+                        else Const(0, 1) for u in range(V)))
+            may_s = Signal(V, name=f"may{r}")
+            m.d.comb += may_s.eq(may)
+            take.append(lowest_one(may_s))
+            eligible.append((self.body[r] & self.credit_ok.bit_select(self.ovc[r], 1)) | may_s.any())
 
         m.submodules.arb = arb = RoundRobinArbiter(n)
         # Packets keep the link until their tail (when they have the flits and credits to go on): the
@@ -120,13 +178,28 @@ class OutputAllocator(wiring.Component):
         m.d.comb += [arb.requests.eq(Cat(*eligible)), arb.advance.eq(1), self.grant.eq(arb.grant),
                      arb.keep.eq((self.grant & ~self.tail).any())]
 
-        for v in range(V):
-            taken = Cat(*(self.grant[k * V + v] & self.head[k * V + v] & ~self.tail[k * V + v]
-                          for k in range(K))).any()
-            ended = Cat(*(self.grant[k * V + v] & self.body[k * V + v] & self.tail[k * V + v]
-                          for k in range(K))).any()
-            with m.If(taken):
-                m.d.sync += free[v].eq(0)
-            with m.Elif(ended):
-                m.d.sync += free[v].eq(1)
+        # The granted flit's output VC: the one its packet holds, or the one its head takes.
+        head_vc = Signal(V)       # one-hot, zero unless a head is granted
+        taken = Const(0, V)
+        gvc = Const(0, self._vc_bits)
+        for r in range(n):
+            taken = taken | Mux(self.grant[r] & self.head[r], take[r], 0)
+            gvc = gvc | Mux(self.grant[r] & self.body[r], self.ovc[r], 0)
+        m.d.comb += head_vc.eq(taken)
+        for u in range(1, V):
+            gvc = gvc | Mux(head_vc[u], u, 0)
+        m.d.comb += self.grant_vc.eq(gvc)
+
+        granted_tail = (self.grant & self.tail).any()
+        granted_body = (self.grant & self.body).any()
+        bucket = Const(0, self._bucket_bits)
+        for r in range(n):
+            bucket = bucket | Mux(self.grant[r], self.bucket[r], 0)
+        for u in range(V):
+            with m.If(head_vc[u] & ~granted_tail):
+                m.d.sync += free[u].eq(0)
+            with m.Elif(granted_body & granted_tail & (self.grant_vc == u)):
+                m.d.sync += free[u].eq(1)
+            cleared = Mux(self.drained[u] & free[u], 0, seen[u])
+            m.d.sync += seen[u].eq(cleared | Mux(head_vc[u], (Const(1, B) << bucket)[:B], 0))
         return m

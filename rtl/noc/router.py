@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import parameter_error
 
-from .layouts import PORT_NAMES, PORTS, STEP, L, NocParams, legal_inputs, legal_outputs, xy_route
+from .layouts import PORT_NAMES, PORTS, STEP, L, NocParams, legal_inputs, legal_outputs, order_bucket, xy_route
 from .output_allocator import OutputAllocator
 from .vc_buffer import VcBuffer
 
@@ -107,12 +107,12 @@ class Router(wiring.Component):
         m = Module()
         p = self._params
         V, D = p.vcs, p.depth
-        meta_layout = data.StructLayout({"tail": 1, "route": PORTS})
+        meta_layout = data.StructLayout({"tail": 1, "route": PORTS, "bucket": p.bucket_bits})
 
         # One allocator per output; requester k * V + v is VC v of the k-th legal input of that output.
         allocs = []
         for o in range(PORTS):
-            alloc = OutputAllocator(len(legal_inputs(o)), V)
+            alloc = OutputAllocator(len(legal_inputs(o)), V, p.classes, p.order_buckets)
             m.submodules[f"alloc_{PORT_NAMES[o]}"] = alloc
             allocs.append(alloc)
 
@@ -129,7 +129,8 @@ class Router(wiring.Component):
             sent = [x_valid[o] & (x_vc[o] == u) for u in range(V)]
             for u in range(V):
                 m.d.sync += cnt[u].eq(cnt[u] - sent[u] + out.credit[u])
-            m.d.comb += allocs[o].credit_ok.eq(Cat(*((cnt[u] > sent[u]) | out.credit[u] for u in range(V))))
+            m.d.comb += [allocs[o].credit_ok.eq(Cat(*((cnt[u] > sent[u]) | out.credit[u] for u in range(V)))),
+                         allocs[o].drained.eq(Cat(*((cnt[u] == D) & ~sent[u] for u in range(V))))]
 
         # Input ports: buffers, per-VC packet state, requests.
         errors = []
@@ -160,7 +161,8 @@ class Router(wiring.Component):
                 buf.w_data.tail.eq(link.flit.tail), buf.w_data.route.eq(next_route),
             ]
             arriving = Signal(meta_layout, name=f"arriving{i}")
-            m.d.comb += [arriving.tail.eq(link.flit.tail), arriving.route.eq(route_in)]
+            m.d.comb += [arriving.tail.eq(link.flit.tail), arriving.route.eq(route_in),
+                         arriving.bucket.eq(order_bucket(p, hdr.src_x, hdr.src_y, hdr.dest_x, hdr.dest_y))]
             with m.If(link.valid & link.flit.head & ~route_in.any()):
                 m.d.sync += self.error.eq(1)
 
@@ -171,6 +173,7 @@ class Router(wiring.Component):
                 m.d.comb += [buf.r_vc[v].eq(v), buf.r_en[v].eq(pop[i][v])]
                 active = Signal(name=f"active{i}_{v}")        # holds an output VC
                 oport = Signal(PORTS, name=f"oport{i}_{v}")  # ... of this output port
+                ovc = Signal(p.vc_bits, name=f"ovc{i}_{v}")   # ... that VC
                 # What the allocators see of this VC: the tail bit and route of every flit not yet
                 # granted, oldest first, in registers that shift when a flit is granted (one cycle before
                 # the buffer pops it), so the front is a register, or the flit arriving now.
@@ -187,17 +190,20 @@ class Router(wiring.Component):
 
                 won = Signal(name=f"won{i}_{v}")
                 terms = []
+                got_vc = Const(0, p.vc_bits)
                 for o in legal_outputs(i):
                     r = legal_inputs(o).index(i) * V + v
                     alloc = allocs[o]
                     m.d.comb += [alloc.head[r].eq(exists & ~active & front.route[o]),
                                  alloc.body[r].eq(exists & active & oport[o]),
-                                 alloc.tail[r].eq(front.tail)]
+                                 alloc.tail[r].eq(front.tail), alloc.bucket[r].eq(front.bucket),
+                                 alloc.ovc[r].eq(ovc)]
                     terms.append(alloc.grant[r])
+                    got_vc = got_vc | Mux(alloc.grant[r], alloc.grant_vc, 0)
                 m.d.comb += won.eq(Cat(*terms).any())
                 granted.append(won)
                 with m.If(won & ~active):
-                    m.d.sync += [active.eq(~front.tail), oport.eq(front.route)]
+                    m.d.sync += [active.eq(~front.tail), oport.eq(front.route), ovc.eq(got_vc)]
                 with m.Elif(won & front.tail):
                     m.d.sync += active.eq(0)
                 m.d.sync += n_waiting.eq(n_waiting + push - won)
@@ -215,11 +221,7 @@ class Router(wiring.Component):
         # Next traversal: latch the grants.
         for o in range(PORTS):
             grant = allocs[o].grant
-            vc = Const(0, p.vc_bits)
-            for r in range(len(grant)):
-                if r % V:
-                    vc = vc | Mux(grant[r], r % V, 0)
-            m.d.sync += [x_valid[o].eq(grant.any()), x_sel[o].eq(grant), x_vc[o].eq(vc)]
+            m.d.sync += [x_valid[o].eq(grant.any()), x_sel[o].eq(grant), x_vc[o].eq(allocs[o].grant_vc)]
 
         # Traversal: crossbar into the output link registers.
         for o in range(PORTS):
