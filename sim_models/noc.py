@@ -16,8 +16,9 @@ Every message addressed inside the mesh is delivered
 Messages addressed outside the mesh are consumed and dropped by the injecting interface
 (:meth:`NetworkModel.send` returns ``False`` for them and counts them in ``dropped``).
 
-How the fabric keeps that order is not part of the contract, but :func:`flow_vc` states it: every
-packet of a flow travels on the one virtual channel the flow maps to, end to end.
+How the fabric keeps that order is not part of the contract. :func:`flow_vc` states the VC every
+packet of a flow is injected on; the routers may move it to another VC of its class, but never while
+an earlier packet of the flow is still in a different VC of the next buffer.
 
 Zero-load latency (what :func:`zero_load_latency` gives)
 --------------------------------------------------------
@@ -103,7 +104,7 @@ def hops(src, dst):
 
 
 def flow_vc(src, dst, mclass, *, vcs, classes):
-    """The virtual channel of every packet of the flow ``(src, dst, mclass)`` (``rtl.noc.layouts.flow_vc``).
+    """The injection VC of every packet of the flow ``(src, dst, mclass)`` (``rtl.noc.layouts.flow_vc``).
 
     ``vcs`` VCs split evenly between ``classes``; the class's VC is chosen by the XOR of the four
     coordinates.

@@ -25,9 +25,11 @@ class NetworkInterface(wiring.Component):
 
     Injection: each class has an injection queue of ``inj_depth`` flits; every head flit carries its XY
     route at the local router (lookahead routing, see :class:`~rtl.noc.router.Router`), and every packet
-    goes on the VC of its flow (:func:`~rtl.noc.layouts.flow_vc`), which it keeps end to end, so the
-    packets of a flow stay in order. The interface holds the credits of the router's local input VCs
-    and sends at most one flit per cycle, round robin between classes but finishing a packet first.
+    is injected on the VC of its flow (:func:`~rtl.noc.layouts.flow_vc`), so the packets of a flow
+    enter the fabric through one FIFO; the routers then keep them in order (order buckets, see
+    :class:`~rtl.noc.output_allocator.OutputAllocator`). The interface holds the credits of the
+    router's local input VCs and sends at most one flit per cycle, round robin between classes but
+    finishing a packet first.
 
     Ejection: each VC has an ejection buffer of ``depth`` flits whose credits go back to the router;
     each class delivers one packet at a time on its ``rx`` stream.

@@ -80,6 +80,8 @@ class OutputAllocator(wiring.Component):
         The output VC the granted flit takes (combinational).
     free : Out(vcs)
         Output VCs no packet holds (registered).
+    seen : Out(ArrayLayout(buckets, vcs))
+        Per output VC, one bit per order bucket it still remembers (registered; for checkers).
 
     Latency
     -------
@@ -105,6 +107,7 @@ class OutputAllocator(wiring.Component):
             "ovc": In(data.ArrayLayout(unsigned(self._vc_bits), n)),
             "credit_ok": In(vcs), "drained": In(vcs),
             "grant": Out(n), "grant_vc": Out(self._vc_bits), "free": Out(vcs),
+            "seen": Out(data.ArrayLayout(buckets, vcs)),
         })
 
     @property
@@ -129,6 +132,7 @@ class OutputAllocator(wiring.Component):
         m.d.comb += self.free.eq(free)
         # Per output VC: the order buckets of the packets it carried since its buffer was last empty.
         seen = [Signal(B, name=f"seen{u}") for u in range(V)]
+        m.d.comb += [self.seen[u].eq(seen[u]) for u in range(V)]
 
         # Which output VCs each head may wait for under the order rule.
         wants = [[None] * V for _ in range(n)]

@@ -6,7 +6,17 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import parameter_error
 
-from .layouts import PORT_NAMES, PORTS, STEP, L, NocParams, legal_inputs, legal_outputs, order_bucket, xy_route
+from .layouts import (
+    PORT_NAMES,
+    PORTS,
+    STEP,
+    L,
+    NocParams,
+    legal_inputs,
+    legal_outputs,
+    order_bucket,
+    xy_route,
+)
 from .output_allocator import OutputAllocator
 from .vc_buffer import VcBuffer
 
@@ -33,9 +43,10 @@ class Router(wiring.Component):
 
     Allocation is per output port only, because inputs never conflict: one round robin over the input
     VCs that can use the output now (see :class:`~rtl.noc.output_allocator.OutputAllocator`). VCs are
-    static: a packet arriving on VC ``v`` leaves on VC ``v`` of its output port, so a flow, whose VC
-    the network interface chooses once (:func:`~rtl.noc.layouts.flow_vc`), keeps its packets in one
-    FIFO per link and in order end to end, and message class ``c`` stays on the VCs of class ``c``.
+    dynamic within a message class: a head takes any free output VC of its class with a credit, except
+    that a head whose flow's *order bucket* (:func:`~rtl.noc.layouts.order_bucket`, computed here as
+    the head arrives) an output VC still remembers must take that VC, so the packets of a flow stay in
+    order end to end; message class ``c`` stays on the VCs of class ``c``.
     Wormhole per VC: an output VC belongs to one packet from its head until its tail crosses.
 
     Credits: one per downstream buffer of each output VC; a flit is only granted with one. The

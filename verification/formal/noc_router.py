@@ -1,7 +1,8 @@
 """Formal properties of the fabric's router and output allocator on a small configuration.
 
-Router (:class:`rtl.noc.router.Router` at ``(0, 0)`` of a 2x2 mesh: 2 classes x 1 VC of 2 flits per
-port, 9-bit flits), with free upstream senders on every input and free credit return downstream:
+Router (:class:`rtl.noc.router.Router` at ``(0, 0)`` of a 2x2 mesh: 1 class x 2 VCs of 2 flits per
+port, so heads choose between output VCs, 2 order buckets, 9-bit flits), with free upstream senders
+on every input and free credit return downstream:
 
 * *credit counters within 0..depth*: the router never sends a flit on an output VC whose downstream
   buffer (modelled in the harness, ``depth`` flits) is full, and never returns more credits on an input
@@ -14,14 +15,17 @@ port, 9-bit flits), with free upstream senders on every input and free credit re
   when no packet holds the VC, body and tail flits only inside one) -- two packets granted the same
   output VC would interleave.
 
-Output allocator (4 inputs x 2 VCs, k-induction), in an environment that presents a body flit only
-on the VC its packet holds: at most one grant per cycle, only to a requester with a credit, a held
-output VC never granted to another head, and ``free`` equal to the VCs no packet holds.
+Output allocator (4 inputs x 2 VCs of one class, 2 order buckets, k-induction), in an environment
+that presents a body flit only on the output VC its packet holds: at most one grant per cycle, only
+to a requester with a credit on the VC it takes, a body flit on its packet's VC, a held output VC
+never granted to another head, ``free`` equal to the VCs no packet holds, and the order rule: the
+buckets each output VC remembers are those it carried since its buffer last drained, no bucket is
+remembered by two VCs, and a head never takes a VC other than the one remembering its bucket.
 
-The router task is bounded (``bmc``, 5 cycles after reset, about 15 s); the others are unbounded.
+The router task is bounded (``bmc``, 6 cycles, about 40 s); the others are unbounded.
 """
 
-from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Module, Signal
+from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Module, Mux, Signal
 
 from rtl.noc.layouts import PORTS, NocParams, legal_outputs
 from rtl.noc.output_allocator import OutputAllocator
@@ -30,7 +34,7 @@ from rtl.noc.vc_buffer import VcBuffer
 
 from .proof import Proof, free, reset_at_start
 
-PARAMS = NocParams(width=9, vcs=2, depth=2, classes=2, coord_bits=1)
+PARAMS = NocParams(width=9, vcs=2, depth=2, classes=1, coord_bits=1, order_buckets=2)
 X, Y = 0, 0
 
 
@@ -127,31 +131,59 @@ def _router_harness():
 
 
 def _allocator_harness():
-    """One output allocator (4 inputs x 2 VCs) in an environment that keeps packets whole per VC."""
-    K, V = 4, 2
+    """One output allocator (4 inputs x 2 VCs of one class, 2 order buckets) in an environment that
+    keeps packets whole per output VC."""
+    K, V, B = 4, 2, 2
     n = K * V
     m = Module()
-    m.submodules.alloc = alloc = OutputAllocator(K, V)
+    m.submodules.alloc = alloc = OutputAllocator(K, V, classes=1, buckets=B)
     started = reset_at_start(m)
-    free(m, alloc.head, alloc.body, alloc.tail, alloc.credit_ok)
-    held = [Signal(name=f"held{v}") for v in range(V)]          # some packet holds output VC v
-    holder = [Signal(range(n), name=f"holder{v}") for v in range(V)]
+    free(m, alloc.head, alloc.body, alloc.tail, alloc.credit_ok, alloc.drained,
+         *(alloc.bucket[r] for r in range(n)), *(alloc.ovc[r] for r in range(n)))
+    held = [Signal(name=f"held{u}") for u in range(V)]          # some packet holds output VC u
+    holder = [Signal(range(n), name=f"holder{u}") for u in range(V)]
+    # per output VC: the order buckets it carried since its downstream buffer was last empty
+    remembered = [Signal(B, name=f"remembered{u}") for u in range(V)]
     for r in range(n):
-        v = r % V
-        owns = held[v] & (holder[v] == r)
-        # a requester presents a body flit only on the VC it holds, a head only when it holds none
-        m.d.comb += [Assume(~alloc.body[r] | owns), Assume(~alloc.head[r] | ~owns)]
-        with m.If(alloc.grant[r] & alloc.head[r] & ~alloc.tail[r]):
-            m.d.sync += [held[v].eq(1), holder[v].eq(r)]
-        with m.If(alloc.grant[r] & alloc.body[r] & alloc.tail[r]):
-            m.d.sync += held[v].eq(0)
-        with m.If(started & alloc.grant[r]):
-            m.d.comb += [Assert(alloc.credit_ok[v]), Assert(alloc.head[r] | alloc.body[r]),
-                         Assert(~alloc.head[r] | ~held[v])]       # a held output VC is never given again
+        owns = [held[u] & (holder[u] == r) for u in range(V)]
+        # a requester presents a body flit only on the output VC it holds, a head only when it holds none
+        m.d.comb += [Assume(~alloc.body[r] | Cat(*owns).bit_select(alloc.ovc[r], 1)),
+                     Assume(alloc.ovc[r] < V), Assume(~alloc.head[r] | ~Cat(*owns).any())]
+    granted = alloc.grant.any()
+    head_granted = (alloc.grant & alloc.head).any()
+    u = alloc.grant_vc
+    bucket = Const(0, 1)
+    for r in range(n):
+        bucket = bucket | (alloc.grant[r] & alloc.bucket[r])
+    with m.If(started & granted):
+        m.d.comb += [Assert(u < V), Assert(alloc.credit_ok.bit_select(u, 1)),
+                     Assert((alloc.grant & (alloc.head | alloc.body)).any())]
+        for r in range(n):
+            with m.If(alloc.grant[r] & alloc.body[r]):
+                m.d.comb += Assert(u == alloc.ovc[r])           # a body flit stays on its packet's VC
+    with m.If(started & head_granted):
+        m.d.comb += Assert(~Cat(*held).bit_select(u, 1))        # a held output VC is never given again
+        for w in range(V):
+            # the order rule: a head never takes a VC other than the one that remembers its bucket
+            m.d.comb += Assert((w == u) | ~remembered[w].bit_select(bucket, 1))
+    for w in range(V):
+        taken = head_granted & (u == w)
+        with m.If(taken & ~(alloc.grant & alloc.tail).any()):
+            m.d.sync += held[w].eq(1)
+            for r in range(n):
+                with m.If(alloc.grant[r]):
+                    m.d.sync += holder[w].eq(r)
+        with m.If(granted & ~head_granted & (alloc.grant & alloc.tail).any() & (u == w)):
+            m.d.sync += held[w].eq(0)
+        kept = Mux(alloc.drained[w] & ~held[w], 0, remembered[w])
+        m.d.sync += remembered[w].eq(kept | Mux(taken, 1 << bucket, 0))
     with m.If(started):
         m.d.comb += Assert(_popcount([alloc.grant[r] for r in range(n)]) <= 1)
-        for v in range(V):
-            m.d.comb += Assert(alloc.free[v] == ~held[v])
+        for w in range(V):
+            m.d.comb += [Assert(alloc.free[w] == ~held[w]), Assert(alloc.seen[w] == remembered[w])]
+        for b in range(B):
+            # a flow's packets are downstream in one VC at most
+            m.d.comb += Assert(_popcount([remembered[w][b] for w in range(V)]) <= 1)
     m.d.comb += Cover(started & held[0] & held[1] & (holder[0] // V != holder[1] // V))
     return m
 
@@ -187,12 +219,13 @@ PROOFS = [
                       "written - popped == held, never overflows"),
     Proof("noc_vc_buffer_cover", _vc_buffer_harness, mode="cover", depth=10,
           description="reachability: both VCs full"),
-    Proof("noc_router_credits_conservation", _router_harness, mode="bmc", depth=7,
+    Proof("noc_router_credits_conservation", _router_harness, mode="bmc", depth=6,
           description="router: credits within 0..depth both ways, credits returned == flits sent on, "
                       "whole packets on every output VC, no error"),
     Proof("noc_output_allocator_grants", _allocator_harness, mode="prove", depth=4,
           description="output allocator: one grant per cycle, only with a credit, a held output VC "
-                      "never given to another head, free flags match the packets in flight"),
+                      "never given to another head, free flags match the packets in flight, "
+                      "a head never leaves the VC its order bucket is pinned to"),
     Proof("noc_output_allocator_cover", _allocator_harness, mode="cover", depth=6,
           description="reachability: both output VCs held by packets of different inputs"),
 ]

@@ -119,8 +119,8 @@ async def random_traffic_every_port(dut):
         keys = [k for k, q in board.expected.items()
                 if k[0] == o and k[3] == h["dest_x"] and k[4] == h["dest_y"] and q[0] == item]
         assert keys, f"output {PORT_NAMES[o]} VC {u}: packet {words} is not the oldest packet " \
-                     f"of any flow (lost, duplicated, corrupted, misrouted, or overtaken an older one of its " \
-                     f"flow)"
+                     f"of any flow (lost, duplicated, corrupted, misrouted, or overtaken an older one " \
+                     f"of its flow)"
         board.got(keys[0], item)
         delivered[0] += 1
 

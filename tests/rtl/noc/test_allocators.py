@@ -136,63 +136,94 @@ def test_vc_buffer_matches_fifo_model(vcs, depth, ports):
 
 # -- output allocator -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("inputs, vcs", [(1, 1), (2, 2), (4, 4), (5, 2)])
-def test_output_allocator_matches_the_packet_model(inputs, vcs):
-    """Random packets on every input VC, random credits: one grant per cycle, only to a requester that
-    may send (a body on the VC it holds, a head on a free VC), each output VC held by one packet at a
-    time, ``free`` as the model says, and no head waits beyond a bound."""
-    dut = OutputAllocator(inputs, vcs)
-    rng = random.Random(inputs * 10 + vcs)
+@pytest.mark.parametrize("inputs, vcs, classes", [(1, 1, 1), (2, 2, 1), (4, 4, 2), (5, 2, 2), (5, 4, 1)])
+def test_output_allocator_matches_the_packet_model(inputs, vcs, classes):
+    """Random packets on every input VC, random credits and drains: one grant per cycle, only to a
+    requester that may send (a body on the output VC its packet holds, a head on a free VC of its class
+    with a credit), each output VC held by one packet at a time, ``free`` as the model says, no head
+    given a VC other than the one its order bucket is pinned to, and no head waits beyond a bound."""
+    buckets = 4                      # few buckets, so heads share them and get pinned often
+    dut = OutputAllocator(inputs, vcs, classes, buckets)
+    seed = inputs * 100 + vcs * 10 + classes
+    print(f"seed {seed}")
+    rng = random.Random(seed)
     n = inputs * vcs
-    bound = 12 * n  # generous: a favourite waits for its VC to free and then at most n - 1 grants
+    vpc = vcs // classes
+    bound = 25 * n  # generous: a pinned head waits for its VC to drain, a favourite then for n - 1 grants
+
+    def class_vcs(r):
+        c = (r % vcs) // vpc
+        return range(c * vpc, (c + 1) * vpc)
 
     async def tb(ctx):
-        holder = [None] * vcs            # requester holding each output VC
+        holder = [None] * vcs            # requester whose packet holds each output VC
+        held_vc = [None] * n             # the output VC each requester's packet holds
+        remembered = [set() for _ in range(vcs)]   # buckets each output VC carried since it drained
         left = [0] * n                   # flits of the current packet still to send (head included)
-        sending = [False] * n            # the packet's head went through
+        bucket = [0] * n
         waited = [0] * n
-        served = 0
-        for cycle in range(600):
+        served = pinned_grants = 0
+        for cycle in range(1500):
             for r in range(n):
                 if left[r] == 0 and rng.random() < 0.5:
-                    left[r], sending[r] = rng.choice((1, 2, 4)), False
+                    left[r], bucket[r] = rng.choice((1, 2, 4)), rng.randrange(buckets)
+            sending = [held_vc[r] is not None for r in range(n)]
             # a body flit is present only some of the time (wormhole: it may still be upstream)
             present = [left[r] > 0 and (not sending[r] or rng.random() < 0.7) for r in range(n)]
             head = [present[r] and not sending[r] for r in range(n)]
             body = [present[r] and sending[r] for r in range(n)]
             tail = [left[r] == 1 for r in range(n)]
             credit = rng.getrandbits(vcs) | (rng.getrandbits(vcs) if rng.random() < 0.5 else 0)
+            drained = sum((rng.random() < 0.3) << u for u in range(vcs))
             ctx.set(dut.head, sum(b << r for r, b in enumerate(head)))
             ctx.set(dut.body, sum(b << r for r, b in enumerate(body)))
             ctx.set(dut.tail, sum(b << r for r, b in enumerate(tail)))
-            ctx.set(dut.credit_ok, credit)
-            assert ctx.get(dut.free) == sum((holder[v] is None) << v for v in range(vcs))
-            grant = _bits(ctx.get(dut.grant), n)
-            assert sum(grant) <= 1, f"cycle {cycle}: two flits granted one link"
             for r in range(n):
-                v = r % vcs
+                ctx.set(dut.bucket[r], bucket[r])
+                ctx.set(dut.ovc[r], held_vc[r] or 0)
+            ctx.set(dut.credit_ok, credit)
+            ctx.set(dut.drained, drained)
+            assert ctx.get(dut.free) == sum((holder[u] is None) << u for u in range(vcs))
+            grant = _bits(ctx.get(dut.grant), n)
+            u = ctx.get(dut.grant_vc)
+            assert sum(grant) <= 1, f"cycle {cycle}: two flits granted one link"
+            new_bucket = None
+            for r in range(n):
                 if head[r]:
                     waited[r] = 0 if grant[r] else waited[r] + 1
                     assert waited[r] <= bound, f"cycle {cycle}: head {r} starved for {waited[r]} cycles"
                 if not grant[r]:
                     continue
-                assert credit >> v & 1, f"cycle {cycle}: requester {r} granted without a credit"
+                assert credit >> u & 1, f"cycle {cycle}: requester {r} granted VC {u} without a credit"
                 if head[r]:
-                    assert holder[v] is None, f"cycle {cycle}: output VC {v} given to a second packet"
+                    assert u in class_vcs(r), f"cycle {cycle}: head {r} given VC {u} of another class"
+                    assert holder[u] is None, f"cycle {cycle}: output VC {u} given to a second packet"
+                    others = [w for w in class_vcs(r) if w != u and bucket[r] in remembered[w]]
+                    assert not others, f"cycle {cycle}: head {r} of bucket {bucket[r]} given VC {u}, " \
+                                       f"pinned to {others[0]}"
+                    pinned_grants += bucket[r] in remembered[u]
+                    new_bucket = bucket[r]
                     if not tail[r]:
-                        holder[v] = r
-                    sending[r] = True
+                        holder[u], held_vc[r] = r, u
                 else:
-                    assert body[r] and holder[v] == r, f"cycle {cycle}: {r} sent on a VC it does not hold"
+                    assert body[r] and holder[u] == r, f"cycle {cycle}: {r} sent on VC {u} it does not hold"
                     if tail[r]:
-                        holder[v] = None
+                        holder[u], held_vc[r] = None, None
                 left[r] -= 1
                 served += 1
             if sum(head) + sum(body) and not sum(grant):
-                # nothing granted: then nothing was eligible
-                assert all(not (body[r] and credit >> (r % vcs) & 1) for r in range(n))
+                # nothing granted: then no body flit had a credit on its VC
+                assert all(not (body[r] and credit >> held_vc[r] & 1) for r in range(n))
+            for w in range(vcs):
+                was_free = ctx.get(dut.free) >> w & 1
+                if drained >> w & 1 and was_free:
+                    remembered[w].clear()
+            if new_bucket is not None:
+                remembered[u].add(new_bucket)
             await ctx.tick()
-        assert served > 150, served
+        assert served > 400, served
+        if vcs > classes:
+            assert pinned_grants > 20, pinned_grants   # the order rule was exercised
 
     _run(dut, tb)
 
