@@ -17,8 +17,9 @@ Messages addressed outside the mesh are consumed and dropped by the injecting in
 (:meth:`NetworkModel.send` returns ``False`` for them and counts them in ``dropped``).
 
 How the fabric keeps that order is not part of the contract. :func:`flow_vc` states the VC every
-packet of a flow is injected on; the routers may move it to another VC of its class, but never while
-an earlier packet of the flow is still in a different VC of the next buffer.
+packet of a flow is injected on. With static VCs (the default) the packet keeps that VC end to end;
+with dynamic VCs the routers may move it to another VC of its class, but never while an earlier
+packet of the flow is still in a different VC of the next buffer.
 
 Zero-load latency (what :func:`zero_load_latency` gives)
 --------------------------------------------------------

@@ -1,7 +1,8 @@
 """``poblano noc``: synthetic traffic on the RTL mesh (cocotb), every packet checked.
 
 Two traffic sources, on routers of 2 classes x 2 VCs (``--vcs 4``, hardware traffic's default) or
-2 classes x 1 VC (``--vcs 2``, the only configuration of Python-driven traffic) of 4 flits per port:
+2 classes x 1 VC (``--vcs 2``, the only configuration of Python-driven traffic) of 4 flits per port,
+with static VCs (the default) or, with ``--order-buckets N``, dynamic VCs:
 
 * ``--generator hardware`` (the default): a :class:`rtl.noc.traffic_mesh.TrafficMesh`, with a
   synthesizable traffic generator and checker at every node (64-bit flits, 3-bit coordinates, so up
@@ -49,6 +50,10 @@ def add_experiment_arguments(parser, *, per_point=""):
     parser.add_argument("--vcs", type=int, default=None, metavar="2|4",
                         help="virtual channels per port, split between the 2 classes (hardware generator "
                              "only; default 4)")
+    parser.add_argument("--order-buckets", type=int, default=0, metavar="0|2..64",
+                        help="0: static VCs, a packet keeps its VC end to end (default); a power of 2 "
+                             "from 2 to 64: dynamic VCs, heads take any free VC of their class, with this "
+                             "many order buckets keeping flows in order (hardware generator, --vcs 4)")
     parser.add_argument("--stall", type=float, default=0.0,
                         help="probability that a node's receiver takes nothing in a cycle (hardware "
                              "generator only; default 0)")
@@ -99,6 +104,11 @@ def validate(args):
         raise UsageError("--vcs needs --generator hardware")
     if args.vcs is None:
         args.vcs = params["vcs"]
+    if args.order_buckets not in (0, 2, 4, 8, 16, 32, 64):
+        raise UsageError(f"--order-buckets must be 0 or a power of 2 in 2..64, not {args.order_buckets}")
+    if args.order_buckets and (args.generator != "hardware" or args.vcs != 4):
+        raise UsageError("--order-buckets needs --generator hardware and --vcs 4 (dynamic VCs choose "
+                         "among the VCs of a class)")
     if not 0 <= args.seed < (1 << 32):
         raise UsageError(f"--seed must be within 0..{(1 << 32) - 1}, not {args.seed}")
     if args.generator == "hardware" and args.warmup + args.cycles >= (1 << 31):
@@ -107,7 +117,7 @@ def validate(args):
 
 
 def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim="verilator",
-               generator="hardware", stall=0.0, vcs=4):
+               generator="hardware", stall=0.0, vcs=4, order_buckets=0):
     """Run one experiment; returns the result dict (see ``verification/noc/tb_experiment.py`` and
     ``verification/noc/traffic_run.py``).
 
@@ -127,7 +137,7 @@ def experiment(kx, ky, *, traffic, rate, packet_flits, cycles, warmup, seed, sim
         exp = [settings(r) for r in rate] if isinstance(rate, list) else settings(rate)
         env = {"POBLANO_NOC_EXPERIMENT": json.dumps(exp), "POBLANO_NOC_RESULT": str(out)}
         if generator == "hardware":
-            params = dict(HW_PARAMS, vcs=vcs)
+            params = dict(HW_PARAMS, vcs=vcs, order_buckets=order_buckets)
             cfg = dict(params, kx=kx, ky=ky)
             run_cocotb(lambda: TrafficMesh(NocParams(**params), kx, ky), toplevel="noc_traffic_mesh",
                        config=cfg, test_module="verification.noc.tb_traffic_experiment", sim=sim,
@@ -150,7 +160,8 @@ def run(args):
     kx, ky = validate(args)
     result = experiment(kx, ky, traffic=args.traffic, rate=args.rate, packet_flits=args.packet_flits,
                         cycles=args.cycles, warmup=args.warmup, seed=args.seed, sim=args.sim,
-                        generator=args.generator, stall=args.stall, vcs=args.vcs)
+                        generator=args.generator, stall=args.stall, vcs=args.vcs,
+                        order_buckets=args.order_buckets)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

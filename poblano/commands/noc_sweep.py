@@ -45,9 +45,9 @@ def saturation(points, zero_load):
 
 
 def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, out, generator="hardware",
-          stall=0.0, vcs=4):
+          stall=0.0, vcs=4, order_buckets=0):
     common = dict(traffic=traffic, packet_flits=packet_flits, cycles=cycles, warmup=warmup, seed=seed,
-                  sim=sim, generator=generator, stall=stall, vcs=vcs)
+                  sim=sim, generator=generator, stall=stall, vcs=vcs, order_buckets=order_buckets)
     overflow = None
     if generator == "hardware":
         # every rate in one simulation; the sweep ends at the first rate whose source queues overflow
@@ -82,7 +82,7 @@ def sweep(kx, ky, *, traffic, rates, packet_flits, cycles, warmup, seed, sim, ou
     plt.close(fig)
     bad = sum(p["lost"] + p["duplicated"] + p["corrupted"] + p["reordered"] for p in points)
     return {"mesh": f"{kx}x{ky}", "traffic": traffic, "packet_flits": packet_flits, "generator": generator,
-            "vcs": vcs,
+            "vcs": vcs, "order_buckets": order_buckets,
             "zero_load_latency": zero_load,
             "overflow_from": overflow,
             "saturation_offered": sat["offered"] if sat else None,
@@ -98,7 +98,8 @@ def run(args):
     rates = parse_rates(args.rates)
     summary = sweep(kx, ky, traffic=args.traffic, rates=rates, packet_flits=args.packet_flits,
                     cycles=args.cycles, warmup=args.warmup, seed=args.seed, sim=args.sim, out=args.out,
-                    generator=args.generator, stall=args.stall, vcs=checked.vcs)
+                    generator=args.generator, stall=args.stall, vcs=checked.vcs,
+                    order_buckets=checked.order_buckets)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -94,13 +94,19 @@ class NocParams:
         Message classes (for example requests and responses); each has its own VCs end to end.
     coord_bits : int
         Bits per coordinate in the header; the largest mesh is ``2**coord_bits`` on a side.
+    order_buckets : int
+        0 (the default): *static VCs*, a packet keeps the VC it was injected on end to end. A power
+        of 2 from 2 to 64: *dynamic VCs*, a head takes any free VC of its class at every router, and
+        this many order buckets (:func:`order_bucket`) keep each flow in order; more buckets wait
+        less often without need but cost area and Fmax (see
+        :class:`~rtl.noc.output_allocator.OutputAllocator`).
     """
     width: int = 64
     vcs: int = 4
     depth: int = 4
     classes: int = 2
     coord_bits: int = 4
-    order_buckets: int = 32
+    order_buckets: int = 0
 
     def __post_init__(self):
         for name in ("width", "vcs", "depth", "classes", "coord_bits", "order_buckets"):
@@ -115,8 +121,9 @@ class NocParams:
             raise ValueError(f"depth must be 1..64, not {self.depth}")
         if not 1 <= self.coord_bits <= 8:
             raise ValueError(f"coord_bits must be 1..8, not {self.coord_bits}")
-        if not 1 <= self.order_buckets <= 64 or self.order_buckets & (self.order_buckets - 1):
-            raise ValueError(f"order_buckets must be a power of 2 in 1..64, not {self.order_buckets}")
+        if self.order_buckets not in (0, 2, 4, 8, 16, 32, 64):
+            raise ValueError(f"order_buckets must be 0 (static VCs) or a power of 2 in 2..64, "
+                             f"not {self.order_buckets}")
         if self.width < self.header_bits:
             raise ValueError(f"width {self.width} cannot hold the {self.header_bits}-bit header")
 
@@ -124,6 +131,10 @@ class NocParams:
     @property
     def vc_bits(self):
         return max(1, ceil_log2(self.vcs))
+
+    @property
+    def dynamic_vcs(self):
+        return self.order_buckets > 0
 
     @property
     def bucket_bits(self):

@@ -26,7 +26,8 @@ class NetworkInterface(wiring.Component):
     Injection: each class has an injection queue of ``inj_depth`` flits; every head flit carries its XY
     route at the local router (lookahead routing, see :class:`~rtl.noc.router.Router`), and every packet
     is injected on the VC of its flow (:func:`~rtl.noc.layouts.flow_vc`), so the packets of a flow
-    enter the fabric through one FIFO; the routers then keep them in order (order buckets, see
+    enter the fabric through one FIFO; the routers keep them in order (on that VC end to end with
+    static VCs, by order buckets with dynamic VCs; see
     :class:`~rtl.noc.output_allocator.OutputAllocator`). The interface holds the credits of the
     router's local input VCs and sends at most one flit per cycle, round robin between classes but
     finishing a packet first.

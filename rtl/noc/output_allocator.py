@@ -16,25 +16,30 @@ class OutputAllocator(wiring.Component):
     """Combined VC and switch allocation of one output port, for ``inputs`` input ports of ``vcs`` VCs.
 
     Requester ``r = k * vcs + v`` is VC ``v`` of the ``k``-th input port that can reach this output; it
-    belongs to the message class of ``v`` and may only take output VCs of that class. Every input VC has
-    its own read port, so the only conflicts are at the outputs, and each output settles them alone: one
-    round-robin arbiter over every eligible requester, at most one grant per cycle.
+    belongs to the message class of ``v``. Every input VC has its own read port, so the only conflicts
+    are at the outputs, and each output settles them alone: one round-robin arbiter over every eligible
+    requester, at most one grant per cycle.
 
-    VCs are *dynamic*: a head takes any free output VC of its class that has a credit, with one
-    exception that keeps the packets of a flow in order. Each head carries an *order bucket*, a hash
-    of its flow ``(source, destination)`` (:func:`~rtl.noc.layouts.order_bucket`). An output VC
-    remembers the buckets of the packets it carried until the downstream buffer of that VC is empty
-    again (``drained``); a head whose bucket an output VC still remembers is *pinned* to that VC and
-    waits for it. So two packets of a flow are never in the downstream buffer in different VCs, and
-    as every output keeps this rule, a later packet can never overtake an earlier one anywhere (the
-    earlier one either shares its FIFO or has left the next router). Flows that share a bucket only
-    wait for each other more often than needed.
+    The output VCs a head may take depend on ``buckets``:
+
+    * ``buckets == 0``, *static VCs* (the default): a packet on input VC ``v`` leaves on output VC
+      ``v``. The sender chose ``v`` from the packet's flow, so a flow uses one FIFO end to end and
+      stays in order.
+    * ``buckets > 0``, *dynamic VCs*: a head takes any free output VC of its class that has a credit,
+      with one exception that keeps the packets of a flow in order. Each head carries an *order
+      bucket*, a hash of its flow ``(source, destination)`` (:func:`~rtl.noc.layouts.order_bucket`). An
+      output VC remembers the buckets of the packets it carried until the downstream buffer of that VC
+      is empty again (``drained``); a head whose bucket an output VC still remembers is *pinned* to
+      that VC and waits for it. So two packets of a flow are never in the downstream buffer in
+      different VCs, and as every output keeps this rule, a later packet can never overtake an earlier
+      one anywhere (the earlier one either shares its FIFO or has left the next router). Flows that
+      share a bucket only wait for each other more often than needed.
 
     A requester is eligible when
 
-    * ``body[r]``: it holds output VC ``ovc[r]`` (its packet's head went through) and that VC has a
-      credit; or
-    * ``head[r]``: a head waits at its front and some output VC ``u`` of its class is free, has a
+    * ``body[r]``: it holds an output VC (its packet's head went through: VC ``v``, or ``ovc[r]``
+      with dynamic VCs) and that VC has a credit; or
+    * ``head[r]``: a head waits at its front and some output VC ``u`` it may take is free, has a
       credit, is not excluded by the order rule, and has no *favourite* other than ``r``.
 
     A granted head takes the lowest such VC (``grant_vc``); a granted head that is not also a tail holds
@@ -46,7 +51,12 @@ class OutputAllocator(wiring.Component):
     one of them is chosen round robin as its favourite (registered), and until it is granted only it may
     take ``u``. The arbiter's pointer moves past every winner, so a favourite whose VC is free and has a
     credit is granted within ``inputs * vcs`` cycles, and every head waiting for ``u`` becomes its
-    favourite after at most ``inputs * vcs_per_class - 1`` others.
+    favourite after at most ``inputs - 1`` others (static VCs) or ``inputs * vcs_per_class - 1``
+    others (dynamic VCs).
+
+    Cost: dynamic VCs keep ``buckets`` bits per output VC and look a head's bucket up in every one of
+    its class's VCs; on the ECP5 the 4-VC router with 32 buckets has about twice the LUTs of the
+    static one and about 0.56 times its Fmax (``benchmarks/results/noc.md``).
 
     Parameters
     ----------
@@ -57,23 +67,25 @@ class OutputAllocator(wiring.Component):
     classes : int
         Message classes; class ``c`` owns VCs ``c * vcs // classes`` onwards.
     buckets : int
-        Order buckets (a power of 2).
+        0 for static VCs (default), else the number of order buckets of dynamic VCs (a power of 2,
+        at least 2).
 
     Interface attributes
     --------------------
     head, body : In(inputs * vcs)
         Per requester, exclusive: a head at its VC's front routed here / a flit of a packet that
-        holds output VC ``ovc[r]`` here.
+        holds an output VC here.
     tail : In(inputs * vcs)
         The requester's front flit is a tail (a head with ``tail`` is a single-flit packet).
     bucket : In(ArrayLayout(bucket_bits, inputs * vcs))
-        The order bucket of each requester's head.
+        Dynamic VCs only: the order bucket of each requester's head.
     ovc : In(ArrayLayout(vc_bits, inputs * vcs))
-        The output VC each body requester's packet holds.
+        Dynamic VCs only: the output VC each body requester's packet holds.
     credit_ok : In(vcs)
         The downstream buffer of output VC ``u`` can take a flit sent next cycle.
     drained : In(vcs)
-        The downstream buffer of output VC ``u`` is empty and no flit is on its way to it.
+        Dynamic VCs only: the downstream buffer of output VC ``u`` is empty and no flit is on its
+        way to it.
     grant : Out(inputs * vcs)
         One-hot winner, zero when nothing is eligible (combinational).
     grant_vc : Out(vc_bits)
@@ -81,7 +93,8 @@ class OutputAllocator(wiring.Component):
     free : Out(vcs)
         Output VCs no packet holds (registered).
     seen : Out(ArrayLayout(buckets, vcs))
-        Per output VC, one bit per order bucket it still remembers (registered; for checkers).
+        Dynamic VCs only: per output VC, one bit per order bucket it still remembers (registered; for
+        checkers).
 
     Latency
     -------
@@ -89,26 +102,30 @@ class OutputAllocator(wiring.Component):
     pointer change at the clock edge.
     """
 
-    def __init__(self, inputs, vcs, classes=1, buckets=16):
-        for name, value in (("inputs", inputs), ("vcs", vcs), ("classes", classes), ("buckets", buckets)):
+    def __init__(self, inputs, vcs, classes=1, buckets=0):
+        for name, value in (("inputs", inputs), ("vcs", vcs), ("classes", classes)):
             if not isinstance(value, int) or value < 1:
                 raise parameter_error(self, ValueError, f"{name} must be a positive int, not {value!r}")
         if vcs % classes:
             raise parameter_error(self, ValueError, f"vcs ({vcs}) must be a multiple of classes ({classes})")
-        if buckets & (buckets - 1):
-            raise parameter_error(self, ValueError, f"buckets must be a power of 2, not {buckets}")
+        if not isinstance(buckets, int) or buckets < 0 or buckets == 1 or buckets & (buckets - 1):
+            raise parameter_error(self, ValueError,
+                                  f"buckets must be 0 or a power of 2 of at least 2, not {buckets!r}")
         self._inputs, self._vcs, self._classes, self._buckets = inputs, vcs, classes, buckets
         n = inputs * vcs
         self._vc_bits = max(1, ceil_log2(vcs))
-        self._bucket_bits = max(1, ceil_log2(buckets))
-        super().__init__({
-            "head": In(n), "body": In(n), "tail": In(n),
-            "bucket": In(data.ArrayLayout(unsigned(self._bucket_bits), n)),
-            "ovc": In(data.ArrayLayout(unsigned(self._vc_bits), n)),
-            "credit_ok": In(vcs), "drained": In(vcs),
+        members = {
+            "head": In(n), "body": In(n), "tail": In(n), "credit_ok": In(vcs),
             "grant": Out(n), "grant_vc": Out(self._vc_bits), "free": Out(vcs),
-            "seen": Out(data.ArrayLayout(buckets, vcs)),
-        })
+        }
+        if buckets:
+            members.update({
+                "bucket": In(data.ArrayLayout(unsigned(ceil_log2(buckets)), n)),
+                "ovc": In(data.ArrayLayout(unsigned(self._vc_bits), n)),
+                "drained": In(vcs),
+                "seen": Out(data.ArrayLayout(buckets, vcs)),
+            })
+        super().__init__(members)
 
     @property
     def inputs(self):
@@ -118,37 +135,48 @@ class OutputAllocator(wiring.Component):
     def vcs(self):
         return self._vcs
 
+    @property
+    def dynamic(self):
+        """Whether heads choose their output VC (``buckets > 0``)."""
+        return self._buckets > 0
+
     def elaborate(self, platform):
         m = Module()
         K, V, B = self._inputs, self._vcs, self._buckets
         vpc = V // self._classes
         n = K * V
 
-        def class_vcs(v):
+        def may_take(v):
+            """The output VCs a head on input VC ``v`` may take: its class's, or ``v`` alone."""
+            if not self.dynamic:
+                return range(v, v + 1)
             c = v // vpc
             return range(c * vpc, (c + 1) * vpc)
 
         free = Signal(V, init=(1 << V) - 1)
         m.d.comb += self.free.eq(free)
-        # Per output VC: the order buckets of the packets it carried since its buffer was last empty.
-        seen = [Signal(B, name=f"seen{u}") for u in range(V)]
-        m.d.comb += [self.seen[u].eq(seen[u]) for u in range(V)]
 
-        # Which output VCs each head may wait for under the order rule.
+        # Which output VCs each head may wait for (under the order rule, with dynamic VCs).
         wants = [[None] * V for _ in range(n)]
-        for r in range(n):
-            v = r % V
-            own = class_vcs(v)
-            pinned_to = {u: seen[u].bit_select(self.bucket[r], 1) for u in own}
-            pinned = Cat(*pinned_to.values()).any()
-            for u in own:
-                wants[r][u] = self.head[r] & (~pinned | pinned_to[u])
+        if self.dynamic:
+            # Per output VC: the order buckets of the packets it carried since its buffer was last empty.
+            seen = [Signal(B, name=f"seen{u}") for u in range(V)]
+            m.d.comb += [self.seen[u].eq(seen[u]) for u in range(V)]
+            for r in range(n):
+                own = may_take(r % V)
+                pinned_to = {u: seen[u].bit_select(self.bucket[r], 1) for u in own}
+                pinned = Cat(*pinned_to.values()).any()
+                for u in own:
+                    wants[r][u] = self.head[r] & (~pinned | pinned_to[u])
+        else:
+            for r in range(n):
+                wants[r][r % V] = self.head[r]
 
         # Favourite among the heads waiting for each output VC.
         fav_valid = [Signal(name=f"fav_valid{u}") for u in range(V)]
         fav = [Signal(n, name=f"fav{u}") for u in range(V)]
         for u in range(V):
-            members = [r for r in range(n) if u in class_vcs(r % V)]
+            members = [r for r in range(n) if u in may_take(r % V)]
             waiting = Signal(len(members), name=f"waiting{u}")
             granted = Signal(len(members), name=f"granted{u}")
             m.d.comb += [waiting.eq(Cat(*(wants[r][u] for r in members))),
@@ -168,13 +196,14 @@ class OutputAllocator(wiring.Component):
         eligible = []
         take = []           # per requester: the output VCs its head may take now, one-hot lowest
         for r in range(n):
-            v = r % V
-            may = Cat(*((wants[r][u] & head_ok[u] & (~fav_valid[u] | fav[u][r])) if u in class_vcs(v)
+            may = Cat(*((wants[r][u] & head_ok[u] & (~fav_valid[u] | fav[u][r])) if u in may_take(r % V)
                         else Const(0, 1) for u in range(V)))
             may_s = Signal(V, name=f"may{r}")
             m.d.comb += may_s.eq(may)
-            take.append(lowest_one(may_s))
-            eligible.append((self.body[r] & self.credit_ok.bit_select(self.ovc[r], 1)) | may_s.any())
+            take.append(lowest_one(may_s) if self.dynamic else may_s)
+            # (a body flit goes on the VC its packet holds)
+            held_ok = self.credit_ok.bit_select(self.ovc[r], 1) if self.dynamic else self.credit_ok[r % V]
+            eligible.append((self.body[r] & held_ok) | may_s.any())
 
         m.submodules.arb = arb = RoundRobinArbiter(n)
         # Packets keep the link until their tail (when they have the flits and credits to go on): the
@@ -185,25 +214,39 @@ class OutputAllocator(wiring.Component):
         # The granted flit's output VC: the one its packet holds, or the one its head takes.
         head_vc = Signal(V)       # one-hot, zero unless a head is granted
         taken = Const(0, V)
-        gvc = Const(0, self._vc_bits)
         for r in range(n):
             taken = taken | Mux(self.grant[r] & self.head[r], take[r], 0)
-            gvc = gvc | Mux(self.grant[r] & self.body[r], self.ovc[r], 0)
         m.d.comb += head_vc.eq(taken)
-        for u in range(1, V):
-            gvc = gvc | Mux(head_vc[u], u, 0)
+        gvc = Const(0, self._vc_bits)
+        if self.dynamic:
+            for r in range(n):
+                gvc = gvc | Mux(self.grant[r] & self.body[r], self.ovc[r], 0)
+            for u in range(1, V):
+                gvc = gvc | Mux(head_vc[u], u, 0)
+        else:
+            for r in range(n):
+                if r % V:
+                    gvc = gvc | Mux(self.grant[r], r % V, 0)
         m.d.comb += self.grant_vc.eq(gvc)
 
+        # A granted head that is not a tail holds its VC; a granted tail of a body flit frees it.
         granted_tail = (self.grant & self.tail).any()
-        granted_body = (self.grant & self.body).any()
-        bucket = Const(0, self._bucket_bits)
-        for r in range(n):
-            bucket = bucket | Mux(self.grant[r], self.bucket[r], 0)
         for u in range(V):
-            with m.If(head_vc[u] & ~granted_tail):
+            taken = head_vc[u] & ~granted_tail
+            if self.dynamic:
+                ends = [self.grant[r] & self.body[r] & self.tail[r] & (self.ovc[r] == u) for r in range(n)]
+            else:
+                ends = [self.grant[r] & self.body[r] & self.tail[r] for r in range(u, n, V)]
+            ended = Cat(*ends).any()
+            with m.If(taken):
                 m.d.sync += free[u].eq(0)
-            with m.Elif(granted_body & granted_tail & (self.grant_vc == u)):
+            with m.Elif(ended):
                 m.d.sync += free[u].eq(1)
-            cleared = Mux(self.drained[u] & free[u], 0, seen[u])
-            m.d.sync += seen[u].eq(cleared | Mux(head_vc[u], (Const(1, B) << bucket)[:B], 0))
+        if self.dynamic:
+            bucket = Const(0, len(self.bucket[0]))
+            for r in range(n):
+                bucket = bucket | Mux(self.grant[r], self.bucket[r], 0)
+            for u in range(V):
+                cleared = Mux(self.drained[u] & free[u], 0, seen[u])
+                m.d.sync += seen[u].eq(cleared | Mux(head_vc[u], (Const(1, B) << bucket)[:B], 0))
         return m

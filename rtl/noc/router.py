@@ -42,11 +42,14 @@ class Router(wiring.Component):
     link to the next router.
 
     Allocation is per output port only, because inputs never conflict: one round robin over the input
-    VCs that can use the output now (see :class:`~rtl.noc.output_allocator.OutputAllocator`). VCs are
-    dynamic within a message class: a head takes any free output VC of its class with a credit, except
-    that a head whose flow's *order bucket* (:func:`~rtl.noc.layouts.order_bucket`, computed here as
-    the head arrives) an output VC still remembers must take that VC, so the packets of a flow stay in
-    order end to end; message class ``c`` stays on the VCs of class ``c``.
+    VCs that can use the output now (see :class:`~rtl.noc.output_allocator.OutputAllocator`). Message
+    class ``c`` stays on the VCs of class ``c``. With static VCs (``params.order_buckets == 0``, the
+    default) a packet arriving on VC ``v`` leaves on VC ``v``, so a flow, whose VC the network
+    interface chooses once (:func:`~rtl.noc.layouts.flow_vc`), keeps its packets in one FIFO per
+    link and in order end to end. With dynamic VCs a head takes any free output VC of its class with a
+    credit, except that a head whose flow's *order bucket* (:func:`~rtl.noc.layouts.order_bucket`,
+    computed here as the head arrives) an output VC still remembers must take that VC, so the packets
+    of a flow stay in order end to end.
     Wormhole per VC: an output VC belongs to one packet from its head until its tail crosses.
 
     Credits: one per downstream buffer of each output VC; a flit is only granted with one. The
@@ -118,7 +121,11 @@ class Router(wiring.Component):
         m = Module()
         p = self._params
         V, D = p.vcs, p.depth
-        meta_layout = data.StructLayout({"tail": 1, "route": PORTS, "bucket": p.bucket_bits})
+        dynamic = p.dynamic_vcs
+        meta_fields = {"tail": 1, "route": PORTS}
+        if dynamic:
+            meta_fields["bucket"] = p.bucket_bits
+        meta_layout = data.StructLayout(meta_fields)
 
         # One allocator per output; requester k * V + v is VC v of the k-th legal input of that output.
         allocs = []
@@ -140,8 +147,9 @@ class Router(wiring.Component):
             sent = [x_valid[o] & (x_vc[o] == u) for u in range(V)]
             for u in range(V):
                 m.d.sync += cnt[u].eq(cnt[u] - sent[u] + out.credit[u])
-            m.d.comb += [allocs[o].credit_ok.eq(Cat(*((cnt[u] > sent[u]) | out.credit[u] for u in range(V)))),
-                         allocs[o].drained.eq(Cat(*((cnt[u] == D) & ~sent[u] for u in range(V))))]
+            m.d.comb += allocs[o].credit_ok.eq(Cat(*((cnt[u] > sent[u]) | out.credit[u] for u in range(V))))
+            if dynamic:
+                m.d.comb += allocs[o].drained.eq(Cat(*((cnt[u] == D) & ~sent[u] for u in range(V))))
 
         # Input ports: buffers, per-VC packet state, requests.
         errors = []
@@ -172,8 +180,9 @@ class Router(wiring.Component):
                 buf.w_data.tail.eq(link.flit.tail), buf.w_data.route.eq(next_route),
             ]
             arriving = Signal(meta_layout, name=f"arriving{i}")
-            m.d.comb += [arriving.tail.eq(link.flit.tail), arriving.route.eq(route_in),
-                         arriving.bucket.eq(order_bucket(p, hdr.src_x, hdr.src_y, hdr.dest_x, hdr.dest_y))]
+            m.d.comb += [arriving.tail.eq(link.flit.tail), arriving.route.eq(route_in)]
+            if dynamic:
+                m.d.comb += arriving.bucket.eq(order_bucket(p, hdr.src_x, hdr.src_y, hdr.dest_x, hdr.dest_y))
             with m.If(link.valid & link.flit.head & ~route_in.any()):
                 m.d.sync += self.error.eq(1)
 
@@ -184,7 +193,7 @@ class Router(wiring.Component):
                 m.d.comb += [buf.r_vc[v].eq(v), buf.r_en[v].eq(pop[i][v])]
                 active = Signal(name=f"active{i}_{v}")        # holds an output VC
                 oport = Signal(PORTS, name=f"oport{i}_{v}")  # ... of this output port
-                ovc = Signal(p.vc_bits, name=f"ovc{i}_{v}")   # ... that VC
+                ovc = Signal(p.vc_bits, name=f"ovc{i}_{v}")   # ... that VC (dynamic VCs; else v)
                 # What the allocators see of this VC: the tail bit and route of every flit not yet
                 # granted, oldest first, in registers that shift when a flit is granted (one cycle before
                 # the buffer pops it), so the front is a register, or the flit arriving now.
@@ -207,14 +216,17 @@ class Router(wiring.Component):
                     alloc = allocs[o]
                     m.d.comb += [alloc.head[r].eq(exists & ~active & front.route[o]),
                                  alloc.body[r].eq(exists & active & oport[o]),
-                                 alloc.tail[r].eq(front.tail), alloc.bucket[r].eq(front.bucket),
-                                 alloc.ovc[r].eq(ovc)]
+                                 alloc.tail[r].eq(front.tail)]
+                    if dynamic:
+                        m.d.comb += [alloc.bucket[r].eq(front.bucket), alloc.ovc[r].eq(ovc)]
                     terms.append(alloc.grant[r])
                     got_vc = got_vc | Mux(alloc.grant[r], alloc.grant_vc, 0)
                 m.d.comb += won.eq(Cat(*terms).any())
                 granted.append(won)
                 with m.If(won & ~active):
-                    m.d.sync += [active.eq(~front.tail), oport.eq(front.route), ovc.eq(got_vc)]
+                    m.d.sync += [active.eq(~front.tail), oport.eq(front.route)]
+                    if dynamic:
+                        m.d.sync += ovc.eq(got_vc)
                 with m.Elif(won & front.tail):
                     m.d.sync += active.eq(0)
                 m.d.sync += n_waiting.eq(n_waiting + push - won)

@@ -30,6 +30,9 @@ def _run(capsys, *args):
     (["noc", "--seed", "-1"], "--seed must be within"),
     (["noc", "--vcs", "3"], "--vcs must be 2 or 4"),
     (["noc", "--vcs", "4", "--generator", "python"], "--vcs needs --generator hardware"),
+    (["noc", "--order-buckets", "3"], "--order-buckets must be 0 or a power of 2"),
+    (["noc", "--order-buckets", "32", "--vcs", "2"], "--order-buckets needs --generator hardware and"),
+    (["noc-sweep", "--order-buckets", "32", "--generator", "python"], "--order-buckets needs"),
     (["noc-sweep", "--traffic", "bogus"], "unknown traffic pattern"),
 ])
 def test_bad_requests_get_one_line_errors(capsys, args, message):
@@ -46,11 +49,13 @@ def test_saturation_definition():
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("generator", ["python", "hardware"])
-def test_noc_runs_clean_on_the_rtl(capsys, generator):
+@pytest.mark.parametrize("generator, extra", [("python", ()), ("hardware", ()),
+                                              ("hardware", ("--order-buckets", "32"))],
+                         ids=["python", "hardware", "hardware-dynamic-vcs"])
+def test_noc_runs_clean_on_the_rtl(capsys, generator, extra):
     status, out, _ = _run(capsys, "noc", "--mesh", "2x2", "--traffic", "uniform", "--rate", "0.3",
                           "--packet-flits", "4", "--cycles", "300", "--warmup", "50", "--json",
-                          "--generator", generator)
+                          "--generator", generator, *extra)
     assert status == 0
     result = json.loads(out)
     assert result["packets_delivered"] == result["packets_injected"] > 0

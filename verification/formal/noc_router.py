@@ -1,8 +1,9 @@
 """Formal properties of the fabric's router and output allocator on a small configuration.
 
-Router (:class:`rtl.noc.router.Router` at ``(0, 0)`` of a 2x2 mesh: 1 class x 2 VCs of 2 flits per
-port, so heads choose between output VCs, 2 order buckets, 9-bit flits), with free upstream senders
-on every input and free credit return downstream:
+Router (:class:`rtl.noc.router.Router` at ``(0, 0)`` of a 2x2 mesh, 9-bit flits, 2 VCs of 2 flits per
+port), with static VCs (2 classes x 1 VC) and with dynamic VCs (1 class x 2 VCs, so heads choose
+their output VC, 2 order buckets), with free upstream senders on every input and free credit return
+downstream:
 
 * *credit counters within 0..depth*: the router never sends a flit on an output VC whose downstream
   buffer (modelled in the harness, ``depth`` flits) is full, and never returns more credits on an input
@@ -15,15 +16,19 @@ on every input and free credit return downstream:
   when no packet holds the VC, body and tail flits only inside one) -- two packets granted the same
   output VC would interleave.
 
-Output allocator (4 inputs x 2 VCs of one class, 2 order buckets, k-induction), in an environment
-that presents a body flit only on the output VC its packet holds: at most one grant per cycle, only
-to a requester with a credit on the VC it takes, a body flit on its packet's VC, a held output VC
-never granted to another head, ``free`` equal to the VCs no packet holds, and the order rule: the
-buckets each output VC remembers are those it carried since its buffer last drained, no bucket is
+Output allocator (4 inputs x 2 VCs, k-induction; static VCs, and dynamic VCs of one class with 2
+order buckets), in an environment that presents a body flit only on the output VC its packet holds:
+at most one grant per cycle, only to a requester with a credit on the VC it takes, a body flit on
+its packet's VC (static VCs: every flit on its own VC), a held output VC never granted to another
+head, ``free`` equal to the VCs no packet holds, and, with dynamic VCs, the order rule: the buckets
+each output VC remembers are those it carried since its buffer last drained, no bucket is
 remembered by two VCs, and a head never takes a VC other than the one remembering its bucket.
 
-The router task is bounded (``bmc``, 6 cycles, about 40 s); the others are unbounded.
+The router tasks are bounded (``bmc``: static VCs 7 cycles, about 2 minutes; dynamic VCs 6 cycles,
+about 30 s); the others are unbounded.
 """
+
+from functools import partial
 
 from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Module, Mux, Signal
 
@@ -34,7 +39,10 @@ from rtl.noc.vc_buffer import VcBuffer
 
 from .proof import Proof, free, reset_at_start
 
-PARAMS = NocParams(width=9, vcs=2, depth=2, classes=1, coord_bits=1, order_buckets=2)
+#: Static VCs: 2 classes x 1 VC, so the classes' VCs stay disjoint through the router.
+STATIC_PARAMS = NocParams(width=9, vcs=2, depth=2, classes=2, coord_bits=1)
+#: Dynamic VCs: 1 class x 2 VCs, so heads choose their output VC, with 2 order buckets.
+DYNAMIC_PARAMS = NocParams(width=9, vcs=2, depth=2, classes=1, coord_bits=1, order_buckets=2)
 X, Y = 0, 0
 
 
@@ -48,8 +56,7 @@ def _xy(dest_x, dest_y):
     return [(dest_x > X, E), (dest_x < X, W), (dest_y > Y, N), (dest_y < Y, S), (None, L)]
 
 
-def _router_harness():
-    p = PARAMS
+def _router_harness(p):
     V, D = p.vcs, p.depth
     m = Module()
     m.submodules.dut = dut = Router(p, X, Y)
@@ -130,42 +137,48 @@ def _router_harness():
     return m
 
 
-def _allocator_harness():
-    """One output allocator (4 inputs x 2 VCs of one class, 2 order buckets) in an environment that
-    keeps packets whole per output VC."""
-    K, V, B = 4, 2, 2
+def _allocator_harness(buckets):
+    """One output allocator (4 inputs x 2 VCs; static VCs, or dynamic VCs of one class with ``buckets``
+    order buckets) in an environment that keeps packets whole per output VC."""
+    K, V, B = 4, 2, buckets
     n = K * V
     m = Module()
     m.submodules.alloc = alloc = OutputAllocator(K, V, classes=1, buckets=B)
     started = reset_at_start(m)
-    free(m, alloc.head, alloc.body, alloc.tail, alloc.credit_ok, alloc.drained,
-         *(alloc.bucket[r] for r in range(n)), *(alloc.ovc[r] for r in range(n)))
+    free(m, alloc.head, alloc.body, alloc.tail, alloc.credit_ok)
+    if alloc.dynamic:
+        free(m, alloc.drained, *(alloc.bucket[r] for r in range(n)), *(alloc.ovc[r] for r in range(n)))
+        ovc = [alloc.ovc[r] for r in range(n)]
+    else:
+        ovc = [Const(r % V, 1) for r in range(n)]    # static VCs: VC v goes out on VC v
     held = [Signal(name=f"held{u}") for u in range(V)]          # some packet holds output VC u
     holder = [Signal(range(n), name=f"holder{u}") for u in range(V)]
     # per output VC: the order buckets it carried since its downstream buffer was last empty
-    remembered = [Signal(B, name=f"remembered{u}") for u in range(V)]
+    remembered = [Signal(max(B, 1), name=f"remembered{u}") for u in range(V)]
     for r in range(n):
         owns = [held[u] & (holder[u] == r) for u in range(V)]
         # a requester presents a body flit only on the output VC it holds, a head only when it holds none
-        m.d.comb += [Assume(~alloc.body[r] | Cat(*owns).bit_select(alloc.ovc[r], 1)),
-                     Assume(alloc.ovc[r] < V), Assume(~alloc.head[r] | ~Cat(*owns).any())]
+        m.d.comb += [Assume(~alloc.body[r] | Cat(*owns).bit_select(ovc[r], 1)),
+                     Assume(ovc[r] < V), Assume(~alloc.head[r] | ~Cat(*owns).any())]
     granted = alloc.grant.any()
     head_granted = (alloc.grant & alloc.head).any()
     u = alloc.grant_vc
     bucket = Const(0, 1)
-    for r in range(n):
-        bucket = bucket | (alloc.grant[r] & alloc.bucket[r])
+    if alloc.dynamic:
+        for r in range(n):
+            bucket = bucket | (alloc.grant[r] & alloc.bucket[r])
     with m.If(started & granted):
         m.d.comb += [Assert(u < V), Assert(alloc.credit_ok.bit_select(u, 1)),
                      Assert((alloc.grant & (alloc.head | alloc.body)).any())]
         for r in range(n):
-            with m.If(alloc.grant[r] & alloc.body[r]):
-                m.d.comb += Assert(u == alloc.ovc[r])           # a body flit stays on its packet's VC
+            with m.If(alloc.grant[r] & (alloc.body[r] | Const(int(not alloc.dynamic), 1))):
+                m.d.comb += Assert(u == ovc[r])    # a body flit stays on its packet's VC (static: all)
     with m.If(started & head_granted):
         m.d.comb += Assert(~Cat(*held).bit_select(u, 1))        # a held output VC is never given again
-        for w in range(V):
-            # the order rule: a head never takes a VC other than the one that remembers its bucket
-            m.d.comb += Assert((w == u) | ~remembered[w].bit_select(bucket, 1))
+        if alloc.dynamic:
+            for w in range(V):
+                # the order rule: a head never takes a VC other than the one that remembers its bucket
+                m.d.comb += Assert((w == u) | ~remembered[w].bit_select(bucket, 1))
     for w in range(V):
         taken = head_granted & (u == w)
         with m.If(taken & ~(alloc.grant & alloc.tail).any()):
@@ -175,12 +188,15 @@ def _allocator_harness():
                     m.d.sync += holder[w].eq(r)
         with m.If(granted & ~head_granted & (alloc.grant & alloc.tail).any() & (u == w)):
             m.d.sync += held[w].eq(0)
-        kept = Mux(alloc.drained[w] & ~held[w], 0, remembered[w])
-        m.d.sync += remembered[w].eq(kept | Mux(taken, 1 << bucket, 0))
+        if alloc.dynamic:
+            kept = Mux(alloc.drained[w] & ~held[w], 0, remembered[w])
+            m.d.sync += remembered[w].eq(kept | Mux(taken, 1 << bucket, 0))
     with m.If(started):
         m.d.comb += Assert(_popcount([alloc.grant[r] for r in range(n)]) <= 1)
         for w in range(V):
-            m.d.comb += [Assert(alloc.free[w] == ~held[w]), Assert(alloc.seen[w] == remembered[w])]
+            m.d.comb += Assert(alloc.free[w] == ~held[w])
+            if alloc.dynamic:
+                m.d.comb += Assert(alloc.seen[w] == remembered[w])
         for b in range(B):
             # a flow's packets are downstream in one VC at most
             m.d.comb += Assert(_popcount([remembered[w][b] for w in range(V)]) <= 1)
@@ -219,13 +235,21 @@ PROOFS = [
                       "written - popped == held, never overflows"),
     Proof("noc_vc_buffer_cover", _vc_buffer_harness, mode="cover", depth=10,
           description="reachability: both VCs full"),
-    Proof("noc_router_credits_conservation", _router_harness, mode="bmc", depth=6,
-          description="router: credits within 0..depth both ways, credits returned == flits sent on, "
-                      "whole packets on every output VC, no error"),
-    Proof("noc_output_allocator_grants", _allocator_harness, mode="prove", depth=4,
-          description="output allocator: one grant per cycle, only with a credit, a held output VC "
-                      "never given to another head, free flags match the packets in flight, "
-                      "a head never leaves the VC its order bucket is pinned to"),
-    Proof("noc_output_allocator_cover", _allocator_harness, mode="cover", depth=6,
+    Proof("noc_router_credits_conservation", partial(_router_harness, STATIC_PARAMS), mode="bmc", depth=7,
+          description="router, static VCs: credits within 0..depth both ways, credits returned == "
+                      "flits sent on, whole packets on every output VC, no error"),
+    Proof("noc_router_dynamic_vcs_credits_conservation", partial(_router_harness, DYNAMIC_PARAMS),
+          mode="bmc", depth=6,
+          description="router, dynamic VCs: the same properties with heads choosing their output VC"),
+    Proof("noc_output_allocator_grants", partial(_allocator_harness, 0), mode="prove", depth=4,
+          description="output allocator, static VCs: one grant per cycle, only with a credit, on the "
+                      "requester's own VC, a held output VC never given to another head, free flags "
+                      "match the packets in flight"),
+    Proof("noc_output_allocator_dynamic_vcs_grants", partial(_allocator_harness, 2), mode="prove", depth=4,
+          description="output allocator, dynamic VCs: the same, and a head never leaves the VC its "
+                      "order bucket is pinned to"),
+    Proof("noc_output_allocator_cover", partial(_allocator_harness, 0), mode="cover", depth=6,
           description="reachability: both output VCs held by packets of different inputs"),
+    Proof("noc_output_allocator_dynamic_vcs_cover", partial(_allocator_harness, 2), mode="cover", depth=6,
+          description="reachability, dynamic VCs: both output VCs held by packets of different inputs"),
 ]

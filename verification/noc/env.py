@@ -23,7 +23,7 @@ __all__ = ["params_from_config", "header_format", "CycleCounter", "MeshEnv", "dr
 
 
 def params_from_config(cfg):
-    keys = ("width", "vcs", "depth", "classes", "coord_bits")
+    keys = ("width", "vcs", "depth", "classes", "coord_bits", "order_buckets")
     return NocParams(**{k: cfg[k] for k in keys if k in cfg})
 
 
