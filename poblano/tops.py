@@ -44,7 +44,17 @@ TOPS = [
     Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1}, fpga=True, target_mhz=100,
         synth_opts="-nowidelut -dff",
         description="5-port mesh router: 4 VCs x 4 flits per port, 2 classes, 64-bit flits, XY, credits"),
+    Top("noc_router_dynamic_vcs", "poblano.tops:router_with_dynamic_vcs", {"x": 1, "y": 1},
+        target_mhz=100, synth_opts="-nowidelut -dff",
+        description="the same router with dynamic VCs (32 order buckets); poblano fpga --top builds it"),
 ]
+
+
+def router_with_dynamic_vcs(x, y, order_buckets=32):
+    """The default router with dynamic VCs (``NocParams(order_buckets=...)``)."""
+    from rtl.noc.layouts import NocParams
+    from rtl.noc.router import Router
+    return Router(NocParams(order_buckets=order_buckets), x, y)
 
 
 def names():

@@ -1,4 +1,5 @@
-"""Every registered top writes synthesizable Verilog that passes Verilator's -Wall lint."""
+"""Every registered top writes synthesizable Verilog that passes Verilator's -Wall lint; the Python
+sources pass ruff."""
 
 import pytest
 
@@ -22,3 +23,16 @@ def test_lint_catches_a_real_problem(tmp_path):
     result = verilog.lint("bad", path)
     assert not result.passed
     assert "MULTIDRIVEN" in result.output or "Error" in result.output
+
+
+def test_python_sources_pass_ruff():
+    """``make lint``'s Python half runs in the regression too, so a style slip fails CI."""
+    import subprocess
+    import sys
+
+    from poblano.commands.lint import PYTHON_DIRS, ROOT
+
+    dirs = [d for d in PYTHON_DIRS if (ROOT / d).exists()]
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", *dirs],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
