@@ -104,7 +104,8 @@ def validate(args):
         raise UsageError("--vcs needs --generator hardware")
     if args.vcs is None:
         args.vcs = params["vcs"]
-    if args.order_buckets not in (0, 2, 4, 8, 16, 32, 64):
+    from rtl.noc.layouts import ORDER_BUCKETS
+    if args.order_buckets not in ORDER_BUCKETS:
         raise UsageError(f"--order-buckets must be 0 or a power of 2 in 2..64, not {args.order_buckets}")
     if args.order_buckets and (args.generator != "hardware" or args.vcs != 4):
         raise UsageError("--order-buckets needs --generator hardware and --vcs 4 (dynamic VCs choose "

@@ -77,6 +77,10 @@ def legal_outputs(inp):
     return [o for o in range(PORTS) if turn_allowed(inp, o)]
 
 
+#: The values ``NocParams.order_buckets`` may take: 0 (static VCs) or a power of 2 from 2 to 64.
+ORDER_BUCKETS = (0, 2, 4, 8, 16, 32, 64)
+
+
 @dataclass(frozen=True)
 class NocParams:
     """Parameters shared by every block of one fabric.
@@ -121,7 +125,7 @@ class NocParams:
             raise ValueError(f"depth must be 1..64, not {self.depth}")
         if not 1 <= self.coord_bits <= 8:
             raise ValueError(f"coord_bits must be 1..8, not {self.coord_bits}")
-        if self.order_buckets not in (0, 2, 4, 8, 16, 32, 64):
+        if self.order_buckets not in ORDER_BUCKETS:
             raise ValueError(f"order_buckets must be 0 (static VCs) or a power of 2 in 2..64, "
                              f"not {self.order_buckets}")
         if self.width < self.header_bits:

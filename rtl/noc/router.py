@@ -193,7 +193,8 @@ class Router(wiring.Component):
                 m.d.comb += [buf.r_vc[v].eq(v), buf.r_en[v].eq(pop[i][v])]
                 active = Signal(name=f"active{i}_{v}")        # holds an output VC
                 oport = Signal(PORTS, name=f"oport{i}_{v}")  # ... of this output port
-                ovc = Signal(p.vc_bits, name=f"ovc{i}_{v}")   # ... that VC (dynamic VCs; else v)
+                if dynamic:
+                    ovc = Signal(p.vc_bits, name=f"ovc{i}_{v}")   # ... that VC (static VCs: v)
                 # What the allocators see of this VC: the tail bit and route of every flit not yet
                 # granted, oldest first, in registers that shift when a flit is granted (one cycle before
                 # the buffer pops it), so the front is a register, or the flit arriving now.
@@ -210,7 +211,7 @@ class Router(wiring.Component):
 
                 won = Signal(name=f"won{i}_{v}")
                 terms = []
-                got_vc = Const(0, p.vc_bits)
+                got_vc = Const(0, p.vc_bits)     # the output VC a granted head takes (dynamic VCs)
                 for o in legal_outputs(i):
                     r = legal_inputs(o).index(i) * V + v
                     alloc = allocs[o]
@@ -220,7 +221,8 @@ class Router(wiring.Component):
                     if dynamic:
                         m.d.comb += [alloc.bucket[r].eq(front.bucket), alloc.ovc[r].eq(ovc)]
                     terms.append(alloc.grant[r])
-                    got_vc = got_vc | Mux(alloc.grant[r], alloc.grant_vc, 0)
+                    if dynamic:
+                        got_vc = got_vc | Mux(alloc.grant[r], alloc.grant_vc, 0)
                 m.d.comb += won.eq(Cat(*terms).any())
                 granted.append(won)
                 with m.If(won & ~active):

@@ -171,8 +171,9 @@ def _allocator_harness(buckets):
         m.d.comb += [Assert(u < V), Assert(alloc.credit_ok.bit_select(u, 1)),
                      Assert((alloc.grant & (alloc.head | alloc.body)).any())]
         for r in range(n):
-            with m.If(alloc.grant[r] & (alloc.body[r] | Const(int(not alloc.dynamic), 1))):
-                m.d.comb += Assert(u == ovc[r])    # a body flit stays on its packet's VC (static: all)
+            # a body flit stays on its packet's VC; with static VCs every flit stays on its own VC
+            with m.If(alloc.grant[r] & alloc.body[r] if alloc.dynamic else alloc.grant[r]):
+                m.d.comb += Assert(u == ovc[r])
     with m.If(started & head_granted):
         m.d.comb += Assert(~Cat(*held).bit_select(u, 1))        # a held output VC is never given again
         if alloc.dynamic:
