@@ -3,8 +3,10 @@
 Run: ``.venv/bin/python -m benchmarks.noc [--mesh 2x2|4x4|8x8 ...] [--generator hardware|python]``.
 The default sweeps 4x4 and 8x8 with the synthesizable traffic generators (``--generator hardware``);
 ``--generator python --mesh 2x2 --mesh 4x4`` runs the same sweeps with Python-driven traffic, the
-cross-check of the hardware generators (2 classes x 1 VC; about 20 minutes for 4x4). Writes
-``build/noc-sweep/noc_sweep_<generator>_<mesh>.json`` and each sweep's CSV/PNG there; the figures are
+cross-check of the hardware generators (2 classes x 1 VC; about 20 minutes for 4x4).
+``--order-buckets N`` sweeps the routers with dynamic VCs and ``N`` order buckets instead of static
+VCs (hardware generator only). Writes ``build/noc-sweep/noc_sweep_<generator>_<mesh>.json`` (with
+``_buckets<N>`` before ``.json`` for dynamic VCs) and each sweep's CSV/PNG there; the figures are
 copied into ``benchmarks/results/noc.md``.
 """
 
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 
 from poblano.commands import noc_sweep
+from rtl.noc.layouts import ORDER_BUCKETS
 from sim_models.noc import zero_load_latency
 
 OUT = Path("build/noc-sweep")
@@ -35,24 +38,30 @@ def main(argv=None):
     parser.add_argument("--mesh", choices=("2x2", "4x4", "8x8"), action="append",
                         help="mesh to sweep (repeatable; default 4x4 and 8x8)")
     parser.add_argument("--generator", choices=("hardware", "python"), default="hardware")
+    parser.add_argument("--order-buckets", type=int, choices=ORDER_BUCKETS, default=0, metavar="0|2..64",
+                        help="dynamic VCs with this many order buckets (default 0: static VCs)")
     args = parser.parse_args(argv)
     if args.generator == "python" and "8x8" in (args.mesh or []):
         parser.error("the Python-driven mesh has 2-bit coordinates: at most 4x4")
+    if args.generator == "python" and args.order_buckets:
+        parser.error("--order-buckets needs --generator hardware (the Python-driven mesh has static VCs)")
+    tag = f"{args.generator}_buckets{args.order_buckets}" if args.order_buckets else args.generator
     OUT.mkdir(parents=True, exist_ok=True)
     for mesh in args.mesh or ["4x4", "8x8"]:
         k = int(mesh[0])
         out = {"zero_load_per_hop": zero_load_latency((0, 0), (1, 0)) - zero_load_latency((0, 0), (0, 0)),
-               "generator": args.generator}
+               "generator": args.generator, "order_buckets": args.order_buckets}
         for traffic in ("uniform", "neighbor"):
             s = noc_sweep.sweep(k, k, traffic=traffic, rates=RATES[k], packet_flits=4,
                                 cycles=CYCLES[args.generator], warmup=WARMUP[args.generator], seed=1,
                                 sim="verilator", generator=args.generator, vcs=VCS[args.generator],
-                                out=str(OUT / f"{args.generator}-{mesh}-{traffic}"))
+                                order_buckets=args.order_buckets,
+                                out=str(OUT / f"{tag.replace('_', '-')}-{mesh}-{traffic}"))
             out[f"{mesh}_{traffic}"] = s
-            print(f"{mesh} {traffic} ({args.generator}): zero-load {s['zero_load_latency']:.2f}, saturation "
+            print(f"{mesh} {traffic} ({tag}): zero-load {s['zero_load_latency']:.2f}, saturation "
                   f"offered {s['saturation_offered']} accepted {s['saturation_accepted']}, worst node "
                   f"{s['saturation_min_node']}, checker errors {s['checker_errors']}", flush=True)
-            (OUT / f"noc_sweep_{args.generator}_{mesh}.json").write_text(json.dumps(out, indent=1))
+            (OUT / f"noc_sweep_{tag}_{mesh}.json").write_text(json.dumps(out, indent=1))
     return 0
 
 

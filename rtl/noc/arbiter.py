@@ -1,6 +1,6 @@
 """Round-robin arbiter: the fairness primitive of every allocator of the fabric."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,14 +39,16 @@ class RoundRobinArbiter(wiring.Component):
         Some request is granted (``requests != 0``).
     advance : In(1)
         Commit the current grant: rotate priority past it at the next clock edge.
-    keep : In(1)
-        With ``advance``: rotate priority *to* the winner instead, so it wins again next cycle if it
-        still asks (a packet keeping its output until its tail). A winner kept for at most ``k`` grants
-        in a row makes the bound ``n * k`` grants.
+    hold : In(n)
+        Per requester, with ``advance``: if it wins, rotate priority *to* it instead, so it wins again
+        next cycle if it still asks (a packet keeping its output until its tail). A winner held for at
+        most ``k`` grants in a row makes the bound ``n * k`` grants.
 
     Latency and throughput
     ----------------------
-    Zero cycles (combinational) from ``requests`` to ``grant``; one decision per cycle.
+    Zero cycles (combinational) from ``requests`` to ``grant``; one decision per cycle. The priority
+    mask is a register, loaded from the carries of the pick itself: the request-to-grant path is one
+    carry chain, and the mask update is two LUTs behind it with no reduction over the winner.
     """
 
     def __init__(self, n):
@@ -54,7 +56,7 @@ class RoundRobinArbiter(wiring.Component):
             raise parameter_error(self, ValueError, f"an arbiter needs at least one requester, not {n!r}")
         self._n = n
         super().__init__({"requests": In(n), "grant": Out(n), "valid": Out(1), "advance": In(1),
-                          "keep": In(1)})
+                          "hold": In(n)})
 
     @property
     def n(self):
@@ -67,21 +69,25 @@ class RoundRobinArbiter(wiring.Component):
         if n == 1:
             m.d.comb += self.grant.eq(self.requests)
             return m
-        # The last winner is registered and the priority mask (ones strictly above it) derived from it
-        # combinationally: the mask is ready early in the cycle, so the request-to-grant path is only
-        # the masked priority pick.
-        last = Signal(n)
-        keep_last = Signal()
-        mask = Signal(n)
-        with m.If(keep_last):
-            m.d.comb += mask.eq(~(last - 1)[:n])                # the last winner first, then above it
-        with m.Else():
-            m.d.comb += mask.eq(~(last | (last - 1))[:n])       # strictly above the last winner
-        # One priority pick over [requests above the last winner, all requests]: the first half wins if
-        # it has a request, else the pick wraps around to the lowest request.
-        both = Signal(2 * n)
-        m.d.comb += [both.eq(lowest_one(Cat(self.requests & mask, self.requests))),
-                     self.grant.eq(both[:n] | both[n:])]
+        # One priority pick over [requests at or above the pointer, all requests]: the first half wins
+        # if it has a request, else the pick wraps around to the lowest request. The pick is
+        # ``x & (~x + 1)``; the carries of ``~x + 1`` say, per position, that no request lies below it.
+        mask = Signal(n)        # requesters at or above the pointer; none after reset (lowest first)
+        x = Signal(2 * n)
+        up = Signal(2 * n)      # ~x + 1
+        clear_below = Signal(2 * n + 1)
+        m.d.comb += [
+            x.eq(Cat(self.requests & mask, self.requests)),
+            up.eq(~x + 1),
+            clear_below.eq(Cat(up ^ ~x, ~x.any())),
+            self.grant.eq((x & up)[:n] | (x & up)[n:]),
+        ]
+        # Next mask: the requesters strictly above the winner (no request at or below them is clear),
+        # plus the winner itself when it holds. The winner is in the first half unless that half is
+        # clear of requests.
+        wrapped = clear_below[n]
+        above = Signal(n)
+        m.d.comb += above.eq(Mux(wrapped, ~clear_below[n:2 * n], ~clear_below[:n]))
         with m.If(self.advance & self.valid):
-            m.d.sync += [last.eq(self.grant), keep_last.eq(self.keep)]
+            m.d.sync += mask.eq(above | (self.grant & self.hold))
         return m

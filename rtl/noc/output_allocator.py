@@ -209,7 +209,7 @@ class OutputAllocator(wiring.Component):
         # Packets keep the link until their tail (when they have the flits and credits to go on): the
         # downstream VC is held for fewer cycles than with flits of several packets interleaved.
         m.d.comb += [arb.requests.eq(Cat(*eligible)), arb.advance.eq(1), self.grant.eq(arb.grant),
-                     arb.keep.eq((self.grant & ~self.tail).any())]
+                     arb.hold.eq(~self.tail)]
 
         # The granted flit's output VC: the one its packet holds, or the one its head takes.
         head_vc = Signal(V)       # one-hot, zero unless a head is granted

@@ -50,6 +50,38 @@ def test_arbiter_grants_one_requester_and_is_fair(n):
     _run(dut, tb)
 
 
+def _round_robin_model(n, requests, pointer):
+    """The winner of a round-robin pick: the lowest request at or above ``pointer``, else the lowest."""
+    order = list(range(pointer, n)) + list(range(pointer))
+    return next((k for k in order if requests >> k & 1), None)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 20])
+def test_arbiter_matches_round_robin_model(n):
+    """Cycle for cycle against the model, with random advance and per-requester hold."""
+    dut = RoundRobinArbiter(n)
+    seed = 1000 + n
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+
+    async def tb(ctx):
+        pointer = 0
+        for cycle in range(400):
+            req = rng.getrandbits(n) if rng.random() < 0.8 else 1 << rng.randrange(n)
+            advance, hold = rng.random() < 0.8, rng.getrandbits(n)
+            ctx.set(dut.requests, req)
+            ctx.set(dut.advance, advance)
+            ctx.set(dut.hold, hold)
+            winner = _round_robin_model(n, req, pointer)
+            expected = 0 if winner is None else 1 << winner
+            assert ctx.get(dut.grant) == expected, (cycle, bin(req), pointer)
+            if advance and winner is not None:
+                pointer = winner if hold >> winner & 1 else (winner + 1) % n
+            await ctx.tick()
+
+    _run(dut, tb)
+
+
 def test_arbiter_holds_priority_without_advance():
     dut = RoundRobinArbiter(4)
 
