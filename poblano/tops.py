@@ -47,6 +47,10 @@ TOPS = [
     Top("noc_router_dynamic_vcs", "poblano.tops:router_with_dynamic_vcs", {"x": 1, "y": 1},
         target_mhz=100, synth_opts="-nowidelut -dff",
         description="the same router with dynamic VCs (32 order buckets); poblano fpga --top builds it"),
+    Top("noc_output_allocator", "rtl.noc.output_allocator:OutputAllocator",
+        {"inputs": 5, "vcs": 4, "classes": 2}, target_mhz=100, synth_opts="-nowidelut -dff",
+        description="one router output's allocator alone: the local port's 20 requesters, static VCs; "
+                    "poblano fpga --top builds it"),
 ]
 
 
