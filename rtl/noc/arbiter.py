@@ -75,16 +75,16 @@ class RoundRobinArbiter(wiring.Component):
         mask = Signal(n)        # requesters at or above the pointer; none after reset (lowest first)
         x = Signal(2 * n)
         up = Signal(2 * n)      # ~x + 1
-        clear_below = Signal(2 * n + 1)
+        clear_below = Signal(2 * n)     # carry into each position: no request below it
         m.d.comb += [
             x.eq(Cat(self.requests & mask, self.requests)),
             up.eq(~x + 1),
-            clear_below.eq(Cat(up ^ ~x, ~x.any())),
+            clear_below.eq(up ^ ~x),
             self.grant.eq((x & up)[:n] | (x & up)[n:]),
         ]
-        # Next mask: the requesters strictly above the winner (no request at or below them is clear),
-        # plus the winner itself when it holds. The winner is in the first half unless that half is
-        # clear of requests.
+        # Next mask: the requesters strictly above the winner, which are exactly the positions with a
+        # request somewhere below them (``clear_below`` low), plus the winner itself when it holds. The
+        # winner is in the first half unless that half has no request (the carry into the second half).
         wrapped = clear_below[n]
         above = Signal(n)
         m.d.comb += above.eq(Mux(wrapped, ~clear_below[n:2 * n], ~clear_below[:n]))
