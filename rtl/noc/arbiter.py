@@ -75,12 +75,14 @@ class RoundRobinArbiter(wiring.Component):
         mask = Signal(n)        # requesters at or above the pointer; none after reset (lowest first)
         x = Signal(2 * n)
         up = Signal(2 * n)      # ~x + 1
+        pick = Signal(2 * n)    # x & up: the lowest request of x, one-hot
         clear_below = Signal(2 * n)     # carry into each position: no request below it
         m.d.comb += [
             x.eq(Cat(self.requests & mask, self.requests)),
             up.eq(~x + 1),
+            pick.eq(x & up),
             clear_below.eq(up ^ ~x),
-            self.grant.eq((x & up)[:n] | (x & up)[n:]),
+            self.grant.eq(pick[:n] | pick[n:]),
         ]
         # Next mask: the requesters strictly above the winner, which are exactly the positions with a
         # request somewhere below them (``clear_below`` low), plus the winner itself when it holds. The
