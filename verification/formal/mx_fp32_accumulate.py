@@ -16,6 +16,13 @@ The inputs are held constant (``AnyConst``) and the adder has one pipeline regis
 checks the datapath once, after the pipeline has filled, rather than one copy per cycle: the same
 combinational function whatever the register placement. The placements of deeper pipelines are
 checked by simulation as well.
+
+The equivalence proofs tie ``bypass`` and ``term.nan`` low. Separate proofs (one pipeline
+register, and a register after every step) leave every input free every cycle (any accumulator,
+any bits in the term's fields, ``nan`` and ``bypass``, as an idle operand bus of ``MacPe`` presents
+them) and check the two flags, each against the inputs of its own operation through the pipeline:
+a bypassed operation returns its accumulator unchanged (a NaN as the canonical NaN) whatever the
+term holds, a NaN term included; otherwise a NaN term gives the canonical NaN.
 """
 
 from amaranth.asserts import AnyConst
@@ -23,13 +30,14 @@ from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Module, Mux, Signal,
 
 from rtl.mx.fp32_accumulate import Fp32Accumulate, leading_zeros
 
-from .proof import Proof, reset_at_start
+from .proof import Proof, free, reset_at_start
 
 _LSB = -151                 # weight of bit 0 of the fixed-point sum
 _ACC_EXP_MAX = 2            # accumulator exponent field 0..2: value below 2**-124
 _EXP_MAX = -147             # block exponent -149..-147: term below 2**-136
 _WIDTH = 28
 _STAGES = 1
+_QNAN = 0x7FC0_0000
 
 
 def _reference(m, acc, dot, exp):
@@ -108,6 +116,42 @@ def _harness(acc_exp, term_exp, cover=False):
     return m
 
 
+def _bypass_harness(stages, cover=False):
+    """Every input free every cycle; ``bypass`` and ``term.nan`` checked against their operation."""
+    m = Module()
+    started = reset_at_start(m)
+    m.submodules.dut = dut = Fp32Accumulate(stages=stages)
+    free(m, dut.term.as_value(), dut.bypass, dut.acc)
+    m.d.comb += dut.en.eq(1)
+    # The operation whose result is out now: its term and bypass came TERM_LATENCY + stages cycles
+    # ago, its accumulator `stages` cycles ago. Delay lines like the adder's (no reset).
+    def delayed(value, cycles, name):
+        for index in range(cycles):
+            reg = Signal(len(value), name=f"{name}_d{index}", reset_less=True)
+            m.d.sync += reg.eq(value)
+            value = reg
+        return value
+    bypass = delayed(dut.bypass, dut.latency, "bypass")
+    nan = delayed(dut.term.nan, dut.latency, "nan")
+    acc = delayed(dut.acc, stages, "acc")
+    acc_nan = (acc[23:31] == 0xFF) & (acc[0:23] != 0)
+    age = Signal(range(64), init=0)
+    m.d.sync += age.eq(Mux(age == 63, 63, age + 1))
+    ready = started & (age >= dut.latency + 1)
+    result = dut.result
+    with m.If(ready & bypass):
+        m.d.comb += Assert(result == Mux(acc_nan, _QNAN, acc))
+    with m.Elif(ready & nan):
+        m.d.comb += Assert(result == _QNAN)
+    if cover:
+        # Not vacuous: a bypassed NaN term over a finite non-zero accumulator (passed through), a
+        # bypassed non-canonical NaN accumulator (canonicalized), a live NaN term (canonical NaN).
+        m.d.comb += Cover(ready & bypass & nan & (acc[23:31] != 0xFF) & (acc != 0) & (result == acc))
+        m.d.comb += Cover(ready & bypass & acc_nan & (acc != _QNAN) & (result == _QNAN))
+        m.d.comb += Cover(ready & ~bypass & nan & (acc[23:31] != 0xFF) & (result == _QNAN))
+    return m
+
+
 _DEPTH = Fp32Accumulate.TERM_LATENCY + _STAGES + 3       # reset, fill, then the last step checks
 
 # (accumulator exponent field, block exponent): a zero or subnormal accumulator, the smallest normal
@@ -126,4 +170,15 @@ PROOFS = [
     Proof("mx_fp32_accumulate_cover", lambda: _harness(0, _EXP_MAX, cover=True), mode="cover",
           depth=_DEPTH, description="reachability: subnormal result, carry into the next binade, "
                                     "exact cancellation to +0"),
+    # The flags' properties, with every input free: cheap enough to check with a register after
+    # every step as well as with the single register.
+    *(Proof(f"mx_fp32_accumulate_bypass_s{stages}", lambda stages=stages: _bypass_harness(stages),
+            mode="bmc", depth=Fp32Accumulate.TERM_LATENCY + stages + 3,
+            description=f"{stages} stage(s), any inputs every cycle: bypass returns the accumulator (a "
+                        f"NaN canonicalized) whatever the term, a NaN term included; otherwise a NaN "
+                        f"term gives the canonical NaN")
+      for stages in (_STAGES, 8)),
+    Proof("mx_fp32_accumulate_bypass_cover", lambda: _bypass_harness(_STAGES, cover=True), mode="cover",
+          depth=_DEPTH, description="reachability: bypassed NaN term over a finite accumulator, "
+                                    "bypassed NaN accumulator canonicalized, live NaN term"),
 ]

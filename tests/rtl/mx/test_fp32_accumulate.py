@@ -239,3 +239,44 @@ def test_clock_enable_holds_pipeline():
     pattern = random.Random(8)
     check(vectors, enable_pattern=lambda cycle: int(pattern.random() < 0.6))
 
+
+
+@pytest.mark.parametrize("stages", [1, 8])
+def test_bypass_ignores_the_term(stages):
+    """A bypassed cycle returns ``acc`` whatever its term carries, a NaN term included.
+
+    ``MacPe`` drives ``bypass = ~valid`` while the operand bus holds arbitrary payload, so a bypassed
+    term can have ``nan`` set and any ``dot``/``exp`` bits: the result is still ``acc`` unchanged
+    (the canonical NaN only when ``acc`` itself is a NaN). Kills the mutant that drops
+    ``& ~self.bypass`` from the term's NaN flag (``self.term.nan & ~self.bypass`` -> ``self.term.nan``),
+    which returns 0x7FC00000 for a bypassed NaN term (e.g. acc 0x3F800000). Bypassed and live cycles
+    are interleaved, so the bypass flags also travel down a busy pipeline.
+    """
+    seed = 9
+    rng = random.Random(seed)
+    accs = [0x3F80_0000, 0xBF80_0000, 0x0000_0000, 0x8000_0000, 0x0000_0001, 0x807F_FFFF, 0x7F7F_FFFF,
+            0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0x7F80_0001, 0xFFFF_FFFF]
+    accs += [rng.getrandbits(32) for _ in range(20)]
+    vectors = []
+    for acc in accs:
+        for nan in (1, 0):
+            for _ in range(6):
+                # Any bit pattern of the term's fields (beyond the |dot| <= 4608 and -254..254 of a
+                # real term), as an idle operand bus would present.
+                dot = rng.choice([0, 1, -1, MAX_DOT, -MAX_DOT, -(1 << 13), (1 << 13) - 1,
+                                  rng.randrange(-(1 << 13), 1 << 13)])
+                exp = rng.choice([0, -256, 255, 254, -254, rng.randrange(-256, 256)])
+                vectors.append((acc, dot, exp, nan, 1))
+                # A live neighbour with a random term keeps the pipeline busy between bypasses.
+                vectors.append((rng.getrandbits(32), rng.randrange(-MAX_DOT, MAX_DOT + 1),
+                                rng.randrange(-200, 200), int(rng.random() < 0.2), 0))
+    bypassed = [v for v in vectors if v[4]]
+    assert {(v[3], (v[0] & 0x7FFF_FFFF) > 0x7F80_0000) for v in bypassed} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    got = run_vectors(vectors, stages=stages)
+    for (acc, dot, exp, nan, bypass), result in zip(vectors, got, strict=True):
+        if bypass:
+            want = QNAN if (acc & 0x7FFF_FFFF) > 0x7F80_0000 else acc
+            assert result == want, (f"seed {seed}: bypassed acc={acc:#010x} with term dot={dot} exp={exp} "
+                                    f"nan={nan}: got {result:#010x}, expected {want:#010x}")
+        else:
+            assert result == expected(acc, dot, exp, nan), f"seed {seed}: live acc={acc:#010x} dot={dot}"
