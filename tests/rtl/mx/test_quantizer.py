@@ -417,3 +417,88 @@ def test_heavy_backpressure_keeps_order():
 def test_rejects_unknown_input_format(bad):
     with pytest.raises(ValueError, match="input_format"):
         MXQuantizer(bad)
+
+
+def test_bubbles_are_squeezed_out_under_backpressure():
+    """With ``o`` stalled, an empty stage still fills: gappy input packs into LATENCY blocks in flight.
+
+    The documented flow control: "each stage holds its block while the stage after it is occupied
+    and stalled, and an empty stage fills even then, so bubbles are squeezed out under backpressure;
+    up to six blocks are in flight". So while ``o.ready`` is low, ``i.ready`` is high exactly when
+    fewer than LATENCY blocks are in flight (accepted, not yet delivered), whatever the gaps between
+    them. Blocks arrive with one to three idle cycles between them; the output is stalled until the
+    pipeline holds LATENCY blocks (and LATENCY cycles more, in which nothing may enter), then released
+    for a few cycles, so each stall starts from a different pattern of bubbles. Results must still
+    match the golden model, in order. Kills the mutant that drops ``~valid[k] |`` from a stage's load
+    (``~valid[k] | load[k + 1]`` -> ``load[k + 1]``), under which the pipeline only advances as a
+    whole and a stalled output freezes the bubbles in place.
+    """
+    seed = 10
+    rng = random.Random(seed)
+    blocks = random_blocks(np.random.default_rng(seed), 60)
+    modes = [rng.choice(["floor", "rceil"]) for _ in blocks]
+    layout = quantizer_input_layout()
+    payloads = [pack(layout, {"values": [int(v) for v in blk], "mode": MODES[mode].value})
+                for blk, mode in zip(blocks, modes, strict=True)]
+    dut = MXQuantizer()
+    out = []
+    stats = {"stalls": 0, "squeezed": 0}
+
+    async def tb(ctx):
+        sent, gap, held = 0, 0, None        # held: o's payload seen while stalled
+
+        async def cycle(o_ready):
+            nonlocal sent, gap, held
+            present = sent < len(payloads) and gap == 0
+            if present:
+                ctx.set(dut.i.payload.as_value(), payloads[sent])
+            ctx.set(dut.i.valid, int(present))
+            ctx.set(dut.o.ready, int(o_ready))
+            _, _, i_ready, o_valid, o_payload = await ctx.tick().sample(
+                dut.i.ready, dut.o.valid, dut.o.payload.as_value())
+            in_flight = sent - len(out)
+            want_ready = int(o_ready or in_flight < LATENCY)
+            assert i_ready == want_ready, (f"seed {seed}: i.ready {i_ready} with {in_flight} blocks in "
+                                           f"flight and o.ready {int(o_ready)}")
+            if held is not None:
+                assert o_valid and o_payload == held, f"seed {seed}: o changed while stalled"
+            if present and i_ready:
+                sent += 1
+                gap = rng.randint(1, 3)
+                if o_valid and not o_ready:
+                    stats["squeezed"] += 1      # entered a bubble behind a stalled output
+            elif not present and gap:
+                gap -= 1
+            if o_valid and o_ready:
+                out.append(unpack(OUT_LAYOUT, o_payload))
+                held = None
+            elif o_valid:
+                held = o_payload
+
+        while sent < len(payloads):
+            # Stall until the pipeline is full of gappy input, then LATENCY cycles more.
+            for _ in range(8 * LATENCY):
+                if sent - len(out) == LATENCY or sent == len(payloads):
+                    break
+                await cycle(o_ready=False)
+            if sent < len(payloads):
+                assert sent - len(out) == LATENCY, f"seed {seed}: only {sent - len(out)} blocks in flight"
+                stats["stalls"] += 1
+            for _ in range(LATENCY):
+                await cycle(o_ready=False)
+            for _ in range(rng.randint(1, LATENCY)):
+                await cycle(o_ready=True)
+        for _ in range(LATENCY + 1):
+            await cycle(o_ready=True)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    # Coverage: many stalls, and on average more than one block entered behind a stalled output each.
+    assert stats["stalls"] >= 10 and stats["squeezed"] > stats["stalls"], (seed, stats)
+    want_codes, want_scales = golden(blocks, modes)
+    assert len(out) == len(blocks), f"seed {seed}: {len(out)} of {len(blocks)} blocks delivered"
+    for index, block in enumerate(out):
+        assert block["scale"] == want_scales[index] and list(block["codes"]) == want_codes[index].tolist(), (
+            f"seed {seed}: block {index} ({modes[index]}) differs from the golden model")
