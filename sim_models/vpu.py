@@ -110,7 +110,8 @@ def _f32(x, name="x") -> np.ndarray:
 
 def _bits(x, name="x") -> np.ndarray:
     """float32 array -> its binary32 patterns as int64."""
-    return np.ascontiguousarray(_f32(x, name)).view(np.uint32).astype(np.int64)
+    arr = _f32(x, name)
+    return np.ascontiguousarray(arr).view(np.uint32).astype(np.int64).reshape(arr.shape)
 
 
 def _float(bits) -> np.ndarray:
@@ -741,8 +742,7 @@ def _softmax_terms(b):
     """Per row: (bad rows, exp terms (m, n) of ``fl(x - max)``, zero-term mask)."""
     bad = (_is_nan(b) | (b == fp32.POS_INF)).any(axis=-1) | (b == fp32.NEG_INF).all(axis=-1)
     safe = np.where(bad[..., None], 0, b)
-    mx_bits = _float(safe).max(axis=-1)                  # non-NaN rows: ordering only, no rounding
-    m = np.ascontiguousarray(mx_bits).view(np.uint32).astype(np.int64)
+    m = _bits(_float(safe).max(axis=-1))                 # non-NaN rows: ordering only, no rounding
     d = _add_bits(safe, m[..., None] ^ fp32.SIGN_BIT)    # fl(x - max) <= 0
     nan, high, low = _exp_masks(d)
     zero = low | (d == fp32.NEG_INF)
@@ -763,7 +763,7 @@ def softmax(x) -> np.ndarray:
     shift = en + (_SOFTMAX_GRID - 32)                    # E * 2**60 = m * 2**(n + 28)
     grid = np.where(shift >= 0, em << np.clip(shift, 0, 28), em >> np.clip(-shift, 0, 63))
     grid = np.where(zero, 0, grid)
-    total = [int(sum_) for sum_ in np.sum(grid.astype(object), axis=-1).ravel()]
+    total = [int(v) for v in np.sum(grid.astype(object), axis=-1, keepdims=True).ravel()]
     s_sig = np.empty(len(total), dtype=np.int64)
     s_exp = np.empty(len(total), dtype=np.int64)
     for i, value in enumerate(total):
