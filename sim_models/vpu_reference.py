@@ -12,6 +12,7 @@ import numpy as np
 
 __all__ = ["UNARY_REFERENCES", "ULP_BOUNDS", "ROW_REL_BOUND", "MIN_SCOPE",
            "ulp_error", "in_scope", "special_patterns", "random_patterns", "measure_unary",
+           "sweep_all_patterns",
            "softmax_reference", "rmsnorm_reference", "row_relative_error"]
 
 _MIN_NORMAL = 2.0 ** -126
@@ -112,3 +113,29 @@ def row_relative_error(result, exact) -> float:
         return 0.0
     err = np.abs(np.asarray(result, dtype=np.float64)[scope] - exact[scope]) / np.abs(exact[scope])
     return float(err.max())
+
+
+def sweep_all_patterns(name, function, chunk_bits=24, progress=None) -> dict:
+    """:func:`measure_unary` over all 2**32 binary32 patterns, in chunks of ``2**chunk_bits``.
+
+    Also checks that every NaN input gives the canonical NaN. Returns the largest in-scope error,
+    the input that gave it, and the counts. ``progress(done_chunks, total_chunks)`` is called after
+    every chunk.
+    """
+    size = 1 << chunk_bits
+    chunks = 1 << (32 - chunk_bits)
+    worst = {"max_ulp": 0.0, "in_scope": 0, "count": 0, "worst_input": "0x00000000", "bad_nan": 0}
+    for index in range(chunks):
+        patterns = np.arange(index * size, (index + 1) * size, dtype=np.uint64).astype(np.uint32)
+        result = measure_unary(name, function, patterns)
+        x = patterns.view(np.float32)
+        nan_in = np.isnan(x)
+        if nan_in.any():
+            worst["bad_nan"] += int((function(x[nan_in]).view(np.uint32) != 0x7FC0_0000).sum())
+        worst["in_scope"] += result["in_scope"]
+        worst["count"] += result["count"]
+        if result["max_ulp"] > worst["max_ulp"]:
+            worst["max_ulp"], worst["worst_input"] = result["max_ulp"], result["worst_input"]
+        if progress:
+            progress(index + 1, chunks)
+    return worst
