@@ -9,10 +9,10 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from rtl.vpu.divider import Divider
 from sim_models import fp32, vpu
+from verification.pipeline import random_enable, run_pipeline
 
 LO, HI = 1 << 33, (1 << 34) - 1          # normalized operand range
 
@@ -22,45 +22,14 @@ def expected(num, den):
     return q, int(r != 0)
 
 
-def run_vectors(dut, vectors, enable_pattern=None):
-    """Stream ``(num, den, tag)`` through ``dut``; return ``(quotient, sticky, tag)`` per vector."""
-    results = []
-
-    async def tb(ctx):
-        issued, cycle, ages = 0, 0, []     # ages: enabled edges seen by each vector in flight
-        while len(results) < len(vectors):
-            en = 1 if enable_pattern is None else enable_pattern(cycle)
-            if issued < len(vectors):
-                num, den, tag = vectors[issued]
-                ctx.set(dut.num, num)
-                ctx.set(dut.den, den)
-                if dut.tag_width:
-                    ctx.set(dut.tag, tag)
-            ctx.set(dut.en, en)
-            await ctx.tick()
-            cycle += 1
-            if en:
-                ages = [age + 1 for age in ages]
-                if issued < len(vectors):
-                    ages.append(1)
-                    issued += 1
-                if ages and ages[0] == dut.latency:
-                    ages.pop(0)
-                    tag = ctx.get(dut.tag_out) if dut.tag_width else 0
-                    results.append((ctx.get(dut.quotient), ctx.get(dut.sticky), tag))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return results
-
-
-def check(pairs, seed, tag_width=5, steps_per_stage=2, enable_pattern=None):
+def check(pairs, seed, tag_width=5, digits_per_stage=1, enable_pattern=None):
     rng = random.Random(seed)
     vectors = [(num, den, rng.getrandbits(tag_width) if tag_width else 0) for num, den in pairs]
-    dut = Divider(tag_width=tag_width, steps_per_stage=steps_per_stage)
-    got = run_vectors(dut, vectors, enable_pattern)
+    dut = Divider(tag_width=tag_width, digits_per_stage=digits_per_stage)
+    outputs = ["quotient", "sticky"] + (["tag_out"] if tag_width else [])
+    inputs = [{"num": n, "den": d, **({"tag": t} if tag_width else {})} for n, d, t in vectors]
+    got = run_pipeline(dut, inputs, outputs, enable_pattern=enable_pattern)
+    got = [(g["quotient"], g["sticky"], g.get("tag_out", 0)) for g in got]
     bad = [(v, g, expected(v[0], v[1])) for v, g in zip(vectors, got, strict=True)
            if g != (*expected(v[0], v[1]), v[2])]
     assert not bad, f"seed {seed}:\n" + "\n".join(
@@ -130,23 +99,22 @@ def test_clock_enable_holds_pipeline():
     seed = 3
     print(f"seed {seed}")
     rng = random.Random(seed)
-    pattern = random.Random(seed + 1000)
     check(corner_pairs(rng)[:200] + random_pairs(rng, 600), seed,
-          enable_pattern=lambda cycle: int(pattern.random() < 0.6))
+          enable_pattern=random_enable(random.Random(seed + 1000), 0.6))
 
 
-@pytest.mark.parametrize("steps_per_stage", [1, 3, 5, 27])
-def test_stage_splits(steps_per_stage):
-    """Any split of the 27 steps into register stages computes the same function, with that latency."""
-    seed = 10 + steps_per_stage
+@pytest.mark.parametrize("digits_per_stage", [2, 3, 5, 14])
+def test_stage_splits(digits_per_stage):
+    """Any split of the 14 units into register stages computes the same function, with that latency."""
+    seed = 10 + digits_per_stage
     rng = random.Random(seed)
     dut = check(corner_pairs(rng)[:150] + random_pairs(rng, 150), seed, tag_width=0,
-                steps_per_stage=steps_per_stage)
-    assert dut.latency == -(-27 // steps_per_stage)
+                digits_per_stage=digits_per_stage)
+    assert dut.latency == -(-14 // digits_per_stage)
 
 
 def test_bad_parameters():
-    for kwargs in ({"tag_width": -1}, {"tag_width": 1.5}, {"steps_per_stage": 0},
-                   {"steps_per_stage": 28}, {"steps_per_stage": True}):
+    for kwargs in ({"tag_width": -1}, {"tag_width": 1.5}, {"digits_per_stage": 0},
+                   {"digits_per_stage": 15}, {"digits_per_stage": True}):
         with pytest.raises(ValueError):
             Divider(**kwargs)

@@ -10,51 +10,22 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from rtl.vpu.isqrt import IntegerSqrt
 from sim_models import vpu
+from verification.pipeline import random_enable, run_pipeline
 
 TOP = (1 << 61) - 1
-
-
-def run_vectors(dut, vectors, enable_pattern=None):
-    """Stream ``(radicand, tag)`` through ``dut``; return ``(root, tag)`` per vector."""
-    results = []
-
-    async def tb(ctx):
-        issued, cycle, ages = 0, 0, []     # ages: enabled edges seen by each vector in flight
-        while len(results) < len(vectors):
-            en = 1 if enable_pattern is None else enable_pattern(cycle)
-            if issued < len(vectors):
-                radicand, tag = vectors[issued]
-                ctx.set(dut.radicand, radicand)
-                if dut.tag_width:
-                    ctx.set(dut.tag, tag)
-            ctx.set(dut.en, en)
-            await ctx.tick()
-            cycle += 1
-            if en:
-                ages = [age + 1 for age in ages]
-                if issued < len(vectors):
-                    ages.append(1)
-                    issued += 1
-                if ages and ages[0] == dut.latency:
-                    ages.pop(0)
-                    results.append((ctx.get(dut.root), ctx.get(dut.tag_out) if dut.tag_width else 0))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return results
 
 
 def check(radicands, seed, tag_width=3, steps_per_stage=2, enable_pattern=None):
     rng = random.Random(seed)
     vectors = [(v, rng.getrandbits(tag_width) if tag_width else 0) for v in radicands]
     dut = IntegerSqrt(tag_width=tag_width, steps_per_stage=steps_per_stage)
-    got = run_vectors(dut, vectors, enable_pattern)
+    outputs = ["root"] + (["tag_out"] if tag_width else [])
+    got = run_pipeline(dut, [{"radicand": v, **({"tag": t} if tag_width else {})} for v, t in vectors],
+                       outputs, enable_pattern=enable_pattern)
+    got = [(g["root"], g.get("tag_out", 0)) for g in got]
     bad = [(v, g) for v, g in zip(vectors, got, strict=True) if g != (math.isqrt(v[0]), v[1])]
     assert not bad, f"seed {seed}:\n" + "\n".join(
         f"radicand={v[0]:#x} tag={v[1]}: got root={g[0]:#x} tag={g[1]}, expected {math.isqrt(v[0]):#x}"
@@ -105,9 +76,8 @@ def test_clock_enable_holds_pipeline():
     seed = 3
     print(f"seed {seed}")
     rng = random.Random(seed)
-    pattern = random.Random(seed + 1000)
     check(corner_radicands(rng)[:200] + shaped(rng, 400), seed,
-          enable_pattern=lambda cycle: int(pattern.random() < 0.6))
+          enable_pattern=random_enable(random.Random(seed + 1000), 0.6))
 
 
 @pytest.mark.parametrize("steps_per_stage", [1, 3, 4, 31])
