@@ -22,7 +22,7 @@ def run_pipeline(dut, vectors, outputs, *, latency=None, enable_pattern=None):
     Parameters
     ----------
     dut : wiring.Component
-        A fixed-latency pipeline with an ``en`` port.
+        A fixed-latency pipeline (with an ``en`` port when ``enable_pattern`` is given).
     vectors : list of dict
         Port name -> value, one dict per operation, presented on consecutive enabled cycles.
     outputs : sequence of str
@@ -42,7 +42,8 @@ def run_pipeline(dut, vectors, outputs, *, latency=None, enable_pattern=None):
             if issued < len(vectors):
                 for name, value in vectors[issued].items():
                     ctx.set(getattr(dut, name), value)
-            ctx.set(dut.en, en)
+            if enable_pattern is not None:
+                ctx.set(dut.en, en)
             if latency == 0 and en and issued < len(vectors):
                 results.append({name: ctx.get(getattr(dut, name)) for name in outputs})
                 issued += 1

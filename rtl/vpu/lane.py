@@ -1,0 +1,165 @@
+"""One lane of the vector unit: every element-wise operation on one binary32 element per cycle."""
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.vpu.fp32_compare import Fp32MinMax
+from rtl.vpu.fp32_fma import Fp32Fma
+from rtl.vpu.function_unit import FUNCTIONS, FunctionUnit
+from rtl.vpu.layouts import ELEMENTWISE, Op
+from rtl.vpu.round_pack import QNAN
+
+__all__ = ["Lane"]
+
+_ONE = 0x3F80_0000
+_NEG_ZERO = 0x8000_0000
+_FMA_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.FMA, Op.SCALE)
+
+
+def delay(m, value, cycles, name):
+    """``value`` delayed by ``cycles`` clock cycles (registers without reset)."""
+    for index in range(cycles):
+        reg = Signal.like(value, name=f"{name}_d{index}", reset_less=True)
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+class Lane(wiring.Component):
+    """Element-wise operations of the vector unit on one lane, bit-exact to ``sim_models.vpu``.
+
+    Three units and two small paths, all pipelined, with one result register after a multiplexer:
+
+    * :class:`~rtl.vpu.fp32_fma.Fp32Fma` computes ``fma`` and, with a neutral operand, ``add``
+      (``a * 1 + b``), ``sub`` (``a * 1 + (-b)``), ``mul`` and ``scale`` (``a * b + (-0)``): each is
+      the exact value rounded once, which is the IEEE result of the operation itself;
+    * :class:`~rtl.vpu.function_unit.FunctionUnit` computes ``exp``, ``reciprocal``, ``rsqrt``,
+      ``sigmoid`` and ``silu``; ``swiglu`` chains ``silu(a)`` into the FMA as ``silu(a) * b + (-0)``
+      (``b`` delayed to meet it);
+    * two :class:`~rtl.vpu.fp32_compare.Fp32MinMax` give ``max``, ``min`` and ``clamp`` (``max`` with
+      ``scalar0``, then ``min`` with ``scalar1``);
+    * ``to_bf16`` (round to nearest even on the bit pattern, NaN to ``0x7FC0``, result in bits 15..0)
+      and ``from_bf16`` (``a[15:0] << 16``, NaN to the canonical NaN) take one cycle.
+
+    There is no valid signal: the caller issues operands every cycle it likes and knows that the
+    result of ``op`` appears :meth:`latency_of` cycles later. ``op``, ``scalar0`` and ``scalar1``
+    must stay constant while operations of one command are in the lane (the caller changes them only
+    when the lane is empty): each path has its own latency and the output multiplexer follows ``op``.
+
+    Parameters
+    ----------
+    multiplier : ``"dsp"`` or ``"lut"``
+        Implementation of the products (FMA and exponential core): ``MULT18X18D`` or LUTs.
+
+    Interface attributes
+    --------------------
+    op : ``In(Op)``
+        One of :data:`rtl.vpu.layouts.ELEMENTWISE`.
+    a, b, c : ``In(32)``
+        Operands (binary32 patterns; ``a[15:0]`` a bfloat16 pattern for ``from_bf16``).
+    scalar0, scalar1 : ``In(32)``
+        The command's scalars: the factor of ``scale``, the bounds of ``clamp``.
+    result : ``Out(32)``
+        The result of the operands issued :meth:`latency_of` ``(op)`` cycles earlier.
+    """
+
+    def __init__(self, *, multiplier="dsp"):
+        self._fma = Fp32Fma(multiplier=multiplier)
+        self._functions = FunctionUnit(multiplier=multiplier)
+        self._minmax = Fp32MinMax()
+        self._clamp_hi = Fp32MinMax()
+        super().__init__({
+            "op": In(Op),
+            "a": In(32),
+            "b": In(32),
+            "c": In(32),
+            "scalar0": In(32),
+            "scalar1": In(32),
+            "result": Out(32),
+        })
+
+    def latency_of(self, op):
+        """Cycles from operands to ``result`` for ``op`` (an :class:`Op` of :data:`ELEMENTWISE`)."""
+        op = Op(op)
+        if op in _FMA_OPS:
+            path = self._fma.latency
+        elif op in FUNCTIONS:
+            path = self._functions.latency
+        elif op == Op.SWIGLU:
+            path = self._functions.latency + self._fma.latency
+        elif op in (Op.MAX, Op.MIN):
+            path = self._minmax.latency
+        elif op == Op.CLAMP:
+            path = self._minmax.latency + self._clamp_hi.latency
+        elif op in (Op.TO_BF16, Op.FROM_BF16):
+            path = 1
+        else:
+            raise ValueError(f"{op} is not an element-wise operation")
+        return path + 1
+
+    @property
+    def max_latency(self):
+        return max(self.latency_of(op) for op in ELEMENTWISE)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.fma = fma = self._fma
+        m.submodules.functions = functions = self._functions
+        m.submodules.minmax = minmax = self._minmax
+        m.submodules.clamp_hi = clamp_hi = self._clamp_hi
+        op, a, b, c = self.op, self.a, self.b, self.c
+
+        # Function unit: swiglu runs silu.
+        m.d.comb += [functions.op.eq(Mux(op == Op.SWIGLU, Op.SILU, op)), functions.x.eq(a)]
+
+        # FMA operands.
+        b_late = delay(m, b, functions.latency, "swiglu_up")
+        with m.Switch(op):
+            with m.Case(Op.ADD, Op.SUB):
+                m.d.comb += [fma.a.eq(a), fma.b.eq(_ONE), fma.c.eq(b ^ ((op == Op.SUB) << 31))]
+            with m.Case(Op.MUL):
+                m.d.comb += [fma.a.eq(a), fma.b.eq(b), fma.c.eq(_NEG_ZERO)]
+            with m.Case(Op.SCALE):
+                m.d.comb += [fma.a.eq(a), fma.b.eq(self.scalar0), fma.c.eq(_NEG_ZERO)]
+            with m.Case(Op.SWIGLU):
+                m.d.comb += [fma.a.eq(functions.result), fma.b.eq(b_late), fma.c.eq(_NEG_ZERO)]
+            with m.Default():
+                m.d.comb += [fma.a.eq(a), fma.b.eq(b), fma.c.eq(c)]
+
+        # max / min / clamp.
+        m.d.comb += [
+            minmax.a.eq(a),
+            minmax.b.eq(Mux(op == Op.CLAMP, self.scalar0, b)),
+            minmax.op.eq(op == Op.MIN),
+            clamp_hi.a.eq(minmax.result),
+            clamp_hi.b.eq(self.scalar1),
+            clamp_hi.op.eq(1),
+        ]
+
+        # bfloat16 conversions, one register.
+        a_nan = (a[23:31] == 0xFF) & (a[:23] != 0)
+        to_bf16 = Signal(16)
+        m.d.comb += to_bf16.eq((a + 0x7FFF + a[16])[16:32])
+        bf16 = Signal(32)
+        from_nan = (a[7:15] == 0xFF) & (a[:7] != 0)
+        with m.If(op == Op.TO_BF16):
+            m.d.sync += bf16.eq(Mux(a_nan, 0x7FC0, to_bf16))
+        with m.Else():
+            m.d.sync += bf16.eq(Mux(from_nan, QNAN, a[:16] << 16))
+
+        # Output multiplexer.
+        with m.Switch(op):
+            with m.Case(*_FMA_OPS, Op.SWIGLU):
+                m.d.sync += self.result.eq(fma.result)
+            with m.Case(*FUNCTIONS):
+                m.d.sync += self.result.eq(functions.result)
+            with m.Case(Op.MAX, Op.MIN):
+                m.d.sync += self.result.eq(minmax.result)
+            with m.Case(Op.CLAMP):
+                m.d.sync += self.result.eq(clamp_hi.result)
+            with m.Case(Op.TO_BF16, Op.FROM_BF16):
+                m.d.sync += self.result.eq(bf16)
+            with m.Default():
+                m.d.sync += self.result.eq(Const(QNAN, 32))
+        return m

@@ -1,0 +1,1 @@
+"""cocotb environment and testbenches of the vector unit (``rtl.vpu``)."""

@@ -1,0 +1,190 @@
+"""Reusable cocotb environment of :class:`rtl.vpu.vector_unit.VectorUnit`: commands in, results checked.
+
+:class:`VpuJob` is one command with its operand rows; :func:`expected_beats` turns it into the
+result beats the golden model (``sim_models.vpu``) promises, in the unit's beat format; :class:`VpuEnv`
+drives the command and operand streams (with random idle cycles), sinks ``o`` (with random stalls),
+checks every beat in order on a scoreboard and watches the protocol of every stream. The testbench,
+the benchmark and the ``poblano vpu --sim`` command all use it.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rtl.vpu.layouts import OPERANDS, Op, VpuCommand, result_beat, vector_beat
+from sim_models import vpu
+from verification.scoreboard import InOrderScoreboard
+from verification.stream import StreamDriver, StreamMonitor, StreamSink
+
+__all__ = ["VpuJob", "VpuEnv", "expected_beats", "operand_beats", "model_result", "random_job",
+           "SPECIALS"]
+
+SPECIALS = np.array([0x0000_0000, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001,
+                     0x7F80_0001, 0x0000_0001, 0x807F_FFFF, 0x0080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF,
+                     0x3F80_0000, 0xBF80_0000, 0x42FF_FFFF, 0xC300_0000], dtype=np.uint32)
+"""Special binary32 classes mixed into every random operand."""
+
+
+def _f32(bits):
+    return np.asarray(bits, dtype=np.uint32).view(np.float32)
+
+
+def _u32(x):
+    return np.ascontiguousarray(x).view(np.uint32)
+
+
+@dataclass
+class VpuJob:
+    """One command: ``op`` over ``x`` (rows x length, uint32 bit patterns), with ``b``/``c`` operands
+    of the same shape where the operation takes them, and the command's scalars (bit patterns)."""
+    op: Op
+    x: np.ndarray
+    b: np.ndarray | None = None
+    c: np.ndarray | None = None
+    scalar0: int = 0
+    scalar1: int = 0
+    length: int | None = None        # a command length other than x's (error tests)
+
+    @property
+    def rows(self):
+        return self.x.shape[0]
+
+    @property
+    def n(self):
+        return self.x.shape[1] if self.length is None else self.length
+
+    def command(self):
+        return {"op": self.op, "length": self.n, "rows": self.rows, "scalar0": self.scalar0,
+                "scalar1": self.scalar1}
+
+
+def model_result(job, lanes, slots):
+    """The golden model's result of ``job`` as uint32 patterns: (rows, n), or (rows,) for reductions."""
+    x, b, c = _f32(job.x), job.b, job.c
+    op = job.op
+    s0, s1 = _f32(np.uint32(job.scalar0)), _f32(np.uint32(job.scalar1))
+    simple = {Op.ADD: vpu.add, Op.SUB: vpu.sub, Op.MUL: vpu.mul, Op.MAX: vpu.max, Op.MIN: vpu.min,
+              Op.SWIGLU: vpu.swiglu}
+    unary = {Op.EXP: vpu.exp, Op.RECIPROCAL: vpu.reciprocal, Op.RSQRT: vpu.rsqrt,
+             Op.SIGMOID: vpu.sigmoid, Op.SILU: vpu.silu}
+    if op in simple:
+        return _u32(simple[op](x, _f32(b)))
+    if op in unary:
+        return _u32(unary[op](x))
+    if op == Op.FMA:
+        return _u32(vpu.fma(x, _f32(b), _f32(c)))
+    if op == Op.SCALE:
+        return _u32(vpu.scale(x, s0))
+    if op == Op.CLAMP:
+        return _u32(vpu.clamp(x, s0, s1))
+    if op == Op.TO_BF16:
+        return vpu.to_bfloat16(x).astype(np.uint32)
+    if op == Op.FROM_BF16:
+        return _u32(vpu.from_bfloat16((job.x & 0xFFFF).astype(np.uint16)))
+    if op == Op.SUM:
+        return _u32(vpu.sum(x, lanes=lanes, slots=slots))
+    if op == Op.SUM_SQUARES:
+        return _u32(vpu.sum_squares(x, lanes=lanes, slots=slots))
+    if op == Op.MAX_REDUCE:
+        return _u32(vpu.max_reduce(x))
+    raise ValueError(f"no model adapter for {op}")
+
+
+def operand_beats(rows, lanes, rng=None):
+    """Beats of ``rows`` (rows x n uint32): ``ceil(n / lanes)`` per row, the unused lanes filled
+    with random patterns (the unit must ignore them) or zeros."""
+    count, n = rows.shape
+    per_row = -(-n // lanes)
+    padded = np.zeros((count, per_row * lanes), dtype=np.uint32)
+    if rng is not None:
+        padded[:] = rng.integers(0, 2 ** 32, padded.shape, dtype=np.uint64).astype(np.uint32)
+    padded[:, :n] = rows
+    return [[int(v) for v in beat] for beat in padded.reshape(count * per_row, lanes)]
+
+
+def expected_beats(job, lanes, slots, max_length=vpu.MAX_LENGTH, supported=None):
+    """The result beats (dicts of ``result_beat``) the unit must produce for ``job``."""
+    if job.n == 0 or job.n > max_length or (supported is not None and job.op not in supported):
+        return [{"data": [0] * lanes, "last": 1, "error": 1}]
+    want = model_result(job, lanes, slots)
+    beats = []
+    if want.ndim == 1:                                   # one result per row
+        for value in want:
+            beats.append({"data": [int(value)] + [0] * (lanes - 1), "last": 0, "error": 0})
+    else:
+        for data in operand_beats(want, lanes):
+            beats.append({"data": data, "last": 0, "error": 0})
+    beats[-1]["last"] = 1
+    return beats
+
+
+class VpuEnv:
+    """Drivers, sink, monitors and scoreboard around a ``VectorUnit`` of ``lanes`` lanes."""
+
+    def __init__(self, dut, lanes, slots, rng, *, max_length=vpu.MAX_LENGTH, supported=None,
+                 idle_prob=0.0, stall_prob=0.0):
+        self.lanes, self.slots, self.rng = lanes, slots, rng
+        self.max_length, self.supported = max_length, supported
+        beat = vector_beat(lanes)
+        self.cmd = StreamDriver(dut, "cmd", dut.clk, layout=VpuCommand, idle_prob=idle_prob)
+        self.operands = {name: StreamDriver(dut, name, dut.clk, layout=beat, idle_prob=idle_prob)
+                         for name in "abc"}
+        self.scoreboard = InOrderScoreboard("vpu.o", formatter=_format_beat)
+        self.sink = StreamSink(dut, "o", dut.clk, layout=result_beat(lanes), stall_prob=stall_prob,
+                               callback=self.scoreboard.got)
+        self.monitors = [StreamMonitor(dut, name, dut.clk) for name in ("cmd", "a", "b", "c", "o")]
+        self.results = 0
+
+    def submit(self, job):
+        """Queue ``job``'s command and operand beats and its expected results."""
+        beats = expected_beats(job, self.lanes, self.slots, self.max_length, self.supported)
+        for beat in beats:
+            self.scoreboard.expect(beat)
+            self.results += 1
+        self.cmd.append(job.command())
+        if beats[0]["error"]:
+            return
+        sources = {"a": job.x, "b": job.b, "c": job.c}
+        for name in OPERANDS[job.op]:
+            for beat in operand_beats(sources[name], self.lanes, self.rng):
+                self.operands[name].append(beat)
+
+    def done(self):
+        return self.scoreboard.matched == self.results
+
+
+def _format_beat(beat):
+    data = " ".join(f"{v:08x}" for v in beat["data"])
+    return f"[{data}] last={beat['last']} error={beat['error']}"
+
+
+def random_operand(rng, rows, n):
+    """rows x n binary32 patterns: a third uniform bits, a third in [-130, 130], a third wide-range
+    normals, with specials sprinkled in (uint32)."""
+    count = rows * n
+    kind = rng.integers(0, 3, count)
+    bits = rng.integers(0, 2 ** 32, count, dtype=np.uint64).astype(np.uint32)
+    near = rng.uniform(-130, 130, count).astype(np.float32).view(np.uint32)
+    with np.errstate(over="ignore"):
+        wide = (rng.standard_normal(count) * np.exp2(rng.integers(-140, 120, count))).astype(np.float32)
+    out = np.where(kind == 0, bits, np.where(kind == 1, near, wide.view(np.uint32)))
+    sprinkle = rng.random(count) < 0.08
+    out[sprinkle] = rng.choice(SPECIALS, int(sprinkle.sum()))
+    return out.reshape(rows, n).astype(np.uint32)
+
+
+def random_job(rng, op, lanes, *, max_rows=3, max_n=None):
+    """A random command of ``op`` with operands of every class; lengths hit multiples of ``lanes``,
+    partial last beats and single elements."""
+    max_n = max_n or 5 * lanes
+    rows = int(rng.integers(1, max_rows + 1))
+    n = int(rng.choice([1, lanes, lanes + 1, 2 * lanes - 1, int(rng.integers(1, max_n + 1))]))
+    x = random_operand(rng, rows, n)
+    b = random_operand(rng, rows, n) if "b" in OPERANDS[op] else None
+    c = random_operand(rng, rows, n) if "c" in OPERANDS[op] else None
+    s0 = int(random_operand(rng, 1, 1)[0, 0])
+    s1 = int(random_operand(rng, 1, 1)[0, 0])
+    if op == Op.CLAMP:
+        lo, hi = sorted(rng.uniform(-200, 200, 2).astype(np.float32))
+        s0, s1 = int(np.float32(lo).view(np.uint32)), int(np.float32(hi).view(np.uint32))
+    return VpuJob(op, x, b, c, s0, s1)
