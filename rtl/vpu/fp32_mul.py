@@ -49,8 +49,9 @@ class Fp32Mul(wiring.Component):
     stages : int or None
         Pipeline registers from the operands to ``result`` (at least 1), spread by logic depth over
         the multiplier's steps and the five of :class:`~rtl.vpu.round_pack.RoundPack`; more
-        registers than steps delay the result. None (default) gives a register after every step
-        but the lightest merges: :attr:`DEFAULT_STAGES` (9 for ``"dsp"``, 10 for ``"lut"``).
+        registers than steps delay the result. None (default): :attr:`DEFAULT_STAGES`, 8 for both
+        multipliers, so that either can replace the other (and the adder, also 8) in a lane's
+        schedule.
     multiplier : ``"dsp"`` or ``"lut"``
         Implementation of the significand product (default ``"dsp"``).
 
@@ -69,7 +70,7 @@ class Fp32Mul(wiring.Component):
     the pipeline is a fixed delay, frozen by ``en``.
     """
 
-    DEFAULT_STAGES = {"dsp": 9, "lut": 10}
+    DEFAULT_STAGES = {"dsp": 8, "lut": 8}
     STEPS = {"dsp": ("unpack", "multiply", "sum_middle", "sum"),
              "lut": ("unpack", "level1", "level2", "level3", "level4", "level5")}
     WEIGHTS = {"dsp": (3, 8, 3, 4), "lut": (3, 4, 4, 4, 4, 4)}
