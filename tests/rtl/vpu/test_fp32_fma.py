@@ -2,7 +2,8 @@
 
 Directed classes (products that cancel ``c`` exactly and almost exactly, ``c`` far above and far
 below the product at every exponent difference around the window's edges, subnormal products and
-addends, ties and their neighbours, overflow, every combination of special operands) plus seeded
+addends, ties and their neighbours, ties that only ``c``'s sticky bit breaks, overflow, every
+combination of special operands) plus seeded
 random vectors; every result must match the golden model bit for bit. Vectors stream one per cycle
 through the pipeline; one test toggles ``en`` randomly.
 """
@@ -202,6 +203,30 @@ def test_subnormal_products_and_addends():
             a, b, c = finite(rng, 0, 0), finite(rng, 0, 0), finite(rng, 0, 0)
         vectors.append((a, b, c))
         vectors.append((b, a, c ^ SIGN))
+    check(vectors)
+
+
+def test_sticky_decides_ties():
+    """Products exactly half-way between two binary32 values, plus a ``c`` far below them.
+
+    ``(2**23 + x * 2**11) * (2**23 + y * 2**11)`` with odd ``x, y < 2**10`` has 47 bits and exactly
+    its guard bit set below the 24 kept ones: a tie. A ``c`` whose top bit is 1 to 70 places below
+    the guard bit breaks it, toward or away from zero; from about 22 places below, ``c`` is entirely
+    under the window's bit 1 and only its sticky bit carries that information.
+    """
+    seed = 109
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    vectors = []
+    for below in range(1, 71):
+        x, y = rng.getrandbits(9) << 1 | 1, rng.getrandbits(9) << 1 | 1
+        a = pack(rng.getrandbits(1), (1 << 23) + (x << 11), rng.randint(-60, 40))
+        b = pack(rng.getrandbits(1), (1 << 23) + (y << 11), rng.randint(-40, 20))
+        sp, p, ep = product(a, b)
+        assert p.bit_length() == 47 and p % (1 << 23) == 1 << 22
+        sig_c = rng.choice([1 << 23, (1 << 24) - 1, rng.getrandbits(23) | 1 << 23])
+        c = pack(rng.getrandbits(1), sig_c, ep + 22 - below - 23)
+        vectors += [(a, b, c), (a, b, c ^ SIGN), (a, b, 0)]
     check(vectors)
 
 
