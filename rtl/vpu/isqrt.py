@@ -38,6 +38,9 @@ class IntegerSqrt(wiring.Component):
     steps_per_stage : int
         Root bits per register stage (1 to 31). The 31 steps are split into
         ``ceil(31 / steps_per_stage)`` stages; the first (narrowest) stage takes the remainder.
+        Two (the default) put two carry chains and two multiplexers between registers: just above
+        100 MHz on ECP5; one step per stage has about twice the clock margin, for twice the
+        pipeline registers and 31 cycles.
 
     Interface attributes
     --------------------
