@@ -193,19 +193,102 @@ def _save(path, result):
         np.save(path, result)
 
 
+RTL_SLOTS = 4
+MAX_ROWS = 4095
+
+
+def _rtl_op(op):
+    """The RTL's :class:`rtl.vpu.layouts.Op` for a command-line operation, if the RTL runs it."""
+    from rtl.vpu.layouts import Op
+    from rtl.vpu.vector_unit import SUPPORTED
+
+    rtl = Op[op.upper()]
+    if rtl not in SUPPORTED:
+        built = ", ".join(o.name.lower() for o in SUPPORTED)
+        raise UsageError(f"--sim: the vector-unit RTL does not run {op} yet (it runs {built}); "
+                         f"drop --sim for the golden model")
+    return rtl
+
+
+def simulate(op, ops, lanes):
+    """Run ``op`` on the vector-unit RTL (Verilator); returns ``(result, cycles)`` shaped like
+    :func:`compute`'s result."""
+    import tempfile
+
+    from rtl.vpu.layouts import REDUCTIONS
+    from rtl.vpu.vector_unit import SUPPORTED, VectorUnit
+    from verification.runner import BUILD_ROOT, RunFailed, run_cocotb
+
+    rtl_op = _rtl_op(op)
+    x = ops["x"]
+    n = x.shape[-1] if x.ndim else 1
+    rows = x.size // n if n else 0
+    if x.ndim == 0 or n == 0:
+        raise UsageError("--sim needs at least one element along the last axis")
+    if n > 8192 or rows > MAX_ROWS:
+        raise UsageError(f"--sim runs rows of at most 8192 elements and at most {MAX_ROWS} rows, "
+                         f"got {rows} rows of {n}")
+    as_bits = (lambda a: a.astype(np.uint32)) if op == "from_bf16" else (lambda a: a.view(np.uint32))
+    job = {"op": np.array(rtl_op.name), "x": as_bits(x).reshape(rows, n),
+           "scalar0": np.uint32(0), "scalar1": np.uint32(0)}
+    for name in ("in2", "in3"):
+        if name in ops:
+            job[{"in2": "b", "in3": "c"}[name]] = ops[name].view(np.uint32).reshape(rows, n)
+    if op == "scale":
+        job["scalar0"] = ops["scalar"].view(np.uint32)
+    if op == "clamp":
+        job["scalar0"], job["scalar1"] = ops["lo"].view(np.uint32), ops["hi"].view(np.uint32)
+    config = {"lanes": lanes, "slots": RTL_SLOTS, "max_length": 8192,
+              "supported": [o.name for o in SUPPORTED]}
+    work = BUILD_ROOT / "vpu_cli"
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        job_path, out_path = Path(tmp) / "job.npz", Path(tmp) / "out.npz"
+        np.savez(job_path, **job)
+        try:
+            run_cocotb(lambda: VectorUnit(lanes, slots=RTL_SLOTS), toplevel="vpu", config=config,
+                       test_module="verification.vpu.tb_run_file", sim="verilator", ports_only=True,
+                       extra_env={"POBLANO_VPU_JOB": str(job_path), "POBLANO_VPU_OUT": str(out_path)})
+        except RunFailed as exc:
+            raise UsageError(f"--sim: the simulation failed: {str(exc).splitlines()[0]}") from None
+        with np.load(out_path) as data:
+            beats, cycles = data["beats"], int(data["cycles"])
+    if rtl_op in REDUCTIONS:
+        bits = beats[:, 0].reshape(x.shape[:-1])
+    else:
+        bits = beats.reshape(rows, -1)[:, :n].reshape(x.shape)
+    if op == "to_bf16":
+        return bits.astype(np.uint16), cycles
+    return bits.astype(np.uint32).view(np.float32), cycles
+
+
+def _mismatches(result, golden):
+    got = np.ascontiguousarray(result).view(np.uint8).reshape(result.size, -1)
+    want = np.ascontiguousarray(golden).view(np.uint8).reshape(golden.size, -1)
+    return int((got != want).any(axis=1).sum())
+
+
 def run(args):
     ops = _arguments(args)
     ops["mode"] = args.mode
+    golden = compute(args.op, ops, args.lanes)
+    report = {"op": args.op, "lanes": args.lanes, "input_shape": list(ops["x"].shape)}
+    status = 0
     if args.sim:
-        raise UsageError("--sim: the vector unit's RTL top is not built yet (rtl/vpu has its function "
-                         "units only); run without --sim for the golden model")
-    result = compute(args.op, ops, args.lanes)
+        result, cycles = simulate(args.op, ops, args.lanes)
+        bad = _mismatches(result, golden)
+        report.update(engine="rtl", cycles=cycles, mismatches=bad)
+        verdict = "bit-exact to the golden model" if not bad else f"{bad} MISMATCHES with the golden model"
+        print(f"{args.op}: RTL ({args.lanes} lanes, verilator), {cycles} cycles, {verdict}")
+        status = 1 if bad else 0
+    else:
+        result = golden
+        report.update(engine="golden", accuracy=accuracy(args.op, ops, result))
+        shape = {k: v.shape for k, v in result.items()} if isinstance(result, dict) else result.shape
+        print(f"{args.op}: golden model, result {shape}")
     _save(args.out, result)
-    shape = {k: v.shape for k, v in result.items()} if isinstance(result, dict) else result.shape
-    print(f"{args.op}: golden model, result {shape} -> {args.out}")
+    print(f"result -> {args.out}")
     if args.report:
-        report = {"op": args.op, "engine": "golden", "lanes": args.lanes,
-                  "input_shape": list(ops["x"].shape), "accuracy": accuracy(args.op, ops, result)}
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
         print(f"report -> {args.report}")
-    return 0
+    return status

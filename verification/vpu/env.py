@@ -54,7 +54,7 @@ class VpuJob:
         return self.x.shape[1] if self.length is None else self.length
 
     def command(self):
-        return {"op": self.op, "length": self.n, "rows": self.rows, "scalar0": self.scalar0,
+        return {"op": self.op.value, "length": self.n, "rows": self.rows, "scalar0": self.scalar0,
                 "scalar1": self.scalar1}
 
 
@@ -119,10 +119,14 @@ def expected_beats(job, lanes, slots, max_length=vpu.MAX_LENGTH, supported=None)
 
 
 class VpuEnv:
-    """Drivers, sink, monitors and scoreboard around a ``VectorUnit`` of ``lanes`` lanes."""
+    """Drivers, sink, monitors and scoreboard around a ``VectorUnit`` of ``lanes`` lanes.
+
+    With ``check`` (default) every result beat is compared in order with the golden model's; without
+    it the beats are collected in :attr:`received` for the caller (``poblano vpu --sim`` compares
+    them itself, to report every mismatch rather than the first)."""
 
     def __init__(self, dut, lanes, slots, rng, *, max_length=vpu.MAX_LENGTH, supported=None,
-                 idle_prob=0.0, stall_prob=0.0):
+                 idle_prob=0.0, stall_prob=0.0, check=True):
         self.lanes, self.slots, self.rng = lanes, slots, rng
         self.max_length, self.supported = max_length, supported
         beat = vector_beat(lanes)
@@ -130,16 +134,19 @@ class VpuEnv:
         self.operands = {name: StreamDriver(dut, name, dut.clk, layout=beat, idle_prob=idle_prob)
                          for name in "abc"}
         self.scoreboard = InOrderScoreboard("vpu.o", formatter=_format_beat)
+        self.received = []
+        self.check = check
         self.sink = StreamSink(dut, "o", dut.clk, layout=result_beat(lanes), stall_prob=stall_prob,
-                               callback=self.scoreboard.got)
+                               callback=self.scoreboard.got if check else self.received.append)
         self.monitors = [StreamMonitor(dut, name, dut.clk) for name in ("cmd", "a", "b", "c", "o")]
         self.results = 0
 
     def submit(self, job):
-        """Queue ``job``'s command and operand beats and its expected results."""
+        """Queue ``job``'s command and operand beats and (when checking) its expected results."""
         beats = expected_beats(job, self.lanes, self.slots, self.max_length, self.supported)
         for beat in beats:
-            self.scoreboard.expect(beat)
+            if self.check:
+                self.scoreboard.expect(beat)
             self.results += 1
         self.cmd.append(job.command())
         if beats[0]["error"]:
@@ -150,7 +157,8 @@ class VpuEnv:
                 self.operands[name].append(beat)
 
     def done(self):
-        return self.scoreboard.matched == self.results
+        """Every result beat of the submitted jobs has arrived (and matched, when checking)."""
+        return (self.scoreboard.matched if self.check else len(self.received)) == self.results
 
 
 def _format_beat(beat):

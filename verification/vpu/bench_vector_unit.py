@@ -1,0 +1,45 @@
+"""cocotb benchmark of :class:`rtl.vpu.vector_unit.VectorUnit`: cycles of every operation.
+
+For each operation the build runs and each row length of ``POBLANO_VPU_BENCH_LENGTHS`` (default 64,
+1024, 8192), one command of one row with random operands, no idle cycles and no stalls: the cycles
+from the command's acceptance to its last result beat (both included), checked bit for bit against
+the golden model like the regression. Writes JSON to ``POBLANO_VPU_BENCH_OUT``.
+"""
+
+import json
+import os
+
+import cocotb
+
+from rtl.vpu.layouts import Op
+from verification import config
+from verification.bench import TransferSpan, numpy_rng, start_clock_and_reset, wait_until
+from verification.vpu.env import VpuEnv, VpuJob, random_operand
+
+
+@cocotb.test()
+async def cycles_per_operation(dut):
+    cfg = config()
+    rng = numpy_rng()
+    await start_clock_and_reset(dut)
+    supported = tuple(Op[name] for name in cfg["supported"])
+    env = VpuEnv(dut, cfg["lanes"], cfg["slots"], rng, max_length=cfg["max_length"], supported=supported)
+    span = TransferSpan(dut, dut.clk, ["cmd"], "o")
+    lengths = [int(v) for v in os.environ.get("POBLANO_VPU_BENCH_LENGTHS", "64,1024,8192").split(",")]
+    results = {}
+    for op in supported:
+        for n in lengths:
+            operands = {name: random_operand(rng, 1, n) for name in "xbc"}
+            # scale by 1.5; clamp to [-4, 4]
+            scalar0 = 0xC080_0000 if op == Op.CLAMP else 0x3FC0_0000
+            job = VpuJob(op, operands["x"], operands["b"], operands["c"], scalar0=scalar0,
+                         scalar1=0x4080_0000)
+            span.restart()
+            env.submit(job)
+            await wait_until(dut.clk, env.done, max_cycles=20 * n + 1000, what=f"{op.name} of {n}")
+            results.setdefault(op.name.lower(), {})[n] = span.cycles
+            cocotb.log.info("%s n=%d: %d cycles", op.name.lower(), n, span.cycles)
+    env.scoreboard.finish()
+    span.stop()
+    with open(os.environ["POBLANO_VPU_BENCH_OUT"], "w") as out:
+        json.dump(results, out, indent=2)
