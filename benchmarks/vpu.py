@@ -121,7 +121,8 @@ def markdown(s):
         for n in s["lengths"]:
             cycles = by_n[str(n)]
             target = goal(op, n)
-            cells.append(f"{cycles}" if target is None else f"{cycles} ({'ok' if cycles <= target else 'over'})")
+            verdict = "ok" if target is None or cycles <= target else "over"
+            cells.append(f"{cycles}" if target is None else f"{cycles} ({verdict})")
         target = goal(op, s["lengths"][-1])
         goal_text = f"{LANES} per cycle" if target is None else "n/lanes + 32"
         rate_text = "" if rate is None else f"{rate:.2f} per cycle"
@@ -145,7 +146,8 @@ def _accuracy_markdown(acc):
              "Largest error where the bound applies (exact result a normal binary32; sigmoid and silu",
              "also at least 2**-100), over 10**7 inputs per function (half uniform bit patterns, half",
              "uniform in [-128, 128], plus every special value):", "",
-             "| function | max error (ulp) | bound | in-scope inputs | worst input |", "|---|---|---|---|---|"]
+             "| function | max error (ulp) | bound | in-scope inputs | worst input |",
+             "|---|---|---|---|---|"]
     for name, r in sorted(acc.get("unary", {}).items()):
         lines.append(f"| {name} | {r['max_ulp']:.4f} | {r['bound_ulp']} | {r['in_scope']} | "
                      f"`{r['worst_input']}` |")
@@ -159,7 +161,8 @@ def _accuracy_markdown(acc):
                          f"{r['bad_nan']} | {r['seconds']:.0f} s |")
     else:
         lines.append("(not run yet)")
-    lines += ["", "softmax and rmsnorm (eps 1e-6), largest relative error over outputs >= 1e-30 (bound 1e-5):",
+    lines += ["", "softmax and rmsnorm (eps 1e-6), largest relative error over outputs >= 1e-30 "
+              "(bound 1e-5):",
               "", "| rows | softmax | rmsnorm |", "|---|---|---|"]
     for name, r in acc.get("rows", {}).items():
         lines.append(f"| {name} ({r['rows']} rows) | {r['softmax']:.3e} | {r['rmsnorm']:.3e} |")
