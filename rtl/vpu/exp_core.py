@@ -64,8 +64,8 @@ class ExpCore(wiring.Component):
     Parameters
     ----------
     tag_width : int
-        Width of the ``tag`` pass-through (0: no ``tag`` ports). :class:`rtl.vpu.exp.Exp` carries its
-        special-value flags in it.
+        Width of the ``tag`` pass-through (0: no ``tag`` ports), for a caller's flags that travel
+        with the operand.
     multiplier : ``"dsp"`` or ``"lut"``
         Implementation of the four products (:class:`~rtl.vpu.multiplier.Multiplier`): ``"dsp"`` uses
         10 ``MULT18X18D``; ``"lut"`` none, at the cost of adder trees and a longer :attr:`latency`.

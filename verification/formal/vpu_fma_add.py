@@ -1,4 +1,5 @@
-"""Bounded equivalence of :class:`rtl.vpu.fp32_add.Fp32Add` with an independent reference.
+"""Bounded equivalence of the lane's addition, :class:`rtl.vpu.fp32_fma.Fp32Fma` computing ``a * 1 + b``,
+with an independent reference.
 
 The reference forms the exact sum as one fixed-point integer (no operand swap, no alignment window,
 no sticky bit) and rounds it to nearest-even by a direct leading-one search: the textbook
@@ -9,22 +10,22 @@ solver's work small) and lets the solver choose everything else: both signs, bot
 and ``subtract``. The pairs cover subnormal operands, massive cancellation of neighbouring binades,
 and exponent differences around the 24 to 26 places where Y becomes a tie, a sticky bit or nothing.
 Every exponent difference, special values, overflow and the pipeline with ``en`` are checked by
-simulation (``tests/rtl/vpu/test_fp32_add.py``).
+simulation (``tests/rtl/vpu/test_fp32_fma.py``, ``test_lane.py``). The lane adds and subtracts with
+the FMA (``Lane``: ``add = a * 1 + b``, ``sub = a * 1 + (-b)``), so this is the proof of its adder.
 
-The inputs are held constant (``AnyConst``) and the adder has one pipeline register, so the solver
-checks the datapath once, after the pipeline has filled: the same combinational function whatever
-the register placement, which simulation checks for other depths.
+The inputs are held constant (``AnyConst``), so the solver checks the datapath once, after the
+pipeline has filled.
 """
 
 from amaranth.asserts import AnyConst
 from amaranth.hdl import Assert, Cat, Const, Cover, Module, Mux, Signal, signed
 
 from rtl.mx.fp32_accumulate import leading_zeros
-from rtl.vpu.fp32_add import Fp32Add
+from rtl.vpu.fp32_fma import Fp32Fma
 
 from .proof import Proof, reset_at_start
 
-_STAGES = 1
+_DEPTH = 20        # cycles unrolled: the FMA's latency (12 with DSP products) plus the check
 _INF = 0x7F80_0000
 
 
@@ -73,7 +74,8 @@ def _reference(m, a, b, a_field, b_field):
 def _harness(a_field, b_field, cover=False):
     m = Module()
     started = reset_at_start(m)
-    m.submodules.dut = dut = Fp32Add(stages=_STAGES)
+    m.submodules.dut = dut = Fp32Fma()
+    assert dut.latency + 3 <= _DEPTH, "deepen _DEPTH to the FMA's latency"
     a = Signal(32, name="a")
     b = Signal(32, name="b")
     subtract = Signal(name="subtract")
@@ -81,12 +83,12 @@ def _harness(a_field, b_field, cover=False):
         a.eq(Cat(AnyConst(23), Const(a_field, 8), AnyConst(1))),
         b.eq(Cat(AnyConst(23), Const(b_field, 8), AnyConst(1))),
         subtract.eq(AnyConst(1)),
-        dut.a.eq(a), dut.b.eq(b), dut.subtract.eq(subtract), dut.en.eq(1),
+        dut.a.eq(a), dut.b.eq(0x3F80_0000), dut.c.eq(Cat(b[:31], b[31] ^ subtract)), dut.en.eq(1),
     ]
     want = _reference(m, a, Cat(b[:31], b[31] ^ subtract), a_field, b_field)
-    age = Signal(range(8), init=0)
-    m.d.sync += age.eq(Mux(age == 7, 7, age + 1))
-    ready = started & (age >= _STAGES + 1)          # inputs are constant: valid once filled
+    age = Signal(range(32), init=0)
+    m.d.sync += age.eq(Mux(age == 31, 31, age + 1))
+    ready = started & (age >= dut.latency + 1)          # inputs are constant: valid once filled
     with m.If(ready):
         m.d.comb += Assert(dut.result == want)
     if cover:
@@ -98,17 +100,16 @@ def _harness(a_field, b_field, cover=False):
     return m
 
 
-_DEPTH = _STAGES + 3
 # (exponent field of a, of b): subnormals with the smallest normals, cancellation of neighbouring
 # binades, and Y 24..26 binades below X (ties, sticky bits).
 _PAIRS = [(0, 1), (1, 1), (2, 1), (101, 100), (26, 2), (27, 2), (28, 2), (127, 102)]
 
 PROOFS = [
-    *(Proof(f"vpu_fp32_add_e{a_field}_{b_field}",
+    *(Proof(f"vpu_fma_add_e{a_field}_{b_field}",
             lambda a_field=a_field, b_field=b_field: _harness(a_field, b_field), mode="bmc", depth=_DEPTH,
-            description=f"adder = fixed-point RNE reference, exponent fields {a_field} and {b_field}, "
+            description=f"FMA a*1+b = fixed-point RNE reference, exponent fields {a_field} and {b_field}, "
                         f"any signs, fractions and subtract")
       for a_field, b_field in _PAIRS),
-    Proof("vpu_fp32_add_cover", lambda: _harness(1, 1, cover=True), mode="cover", depth=_DEPTH,
+    Proof("vpu_fma_add_cover", lambda: _harness(1, 1, cover=True), mode="cover", depth=_DEPTH,
           description="reachability: subnormal result, exact cancellation to +0, carry into the next binade"),
 ]
