@@ -30,6 +30,9 @@ def add_arguments(parser):
     parser.add_argument("--no-cache", action="store_true",
                         help="re-run every mutant and clean run instead of using cached results")
     parser.add_argument("--list", action="store_true", help="list each file's tests and mutants; run nothing")
+    parser.add_argument("--report-only", action="store_true",
+                        help=f"rewrite {MD_REPORT} from {JSON_REPORT} (after editing "
+                             "poblano/mutation/equivalent.py); run nothing")
 
 
 def _positive(value, option, kind):
@@ -118,6 +121,19 @@ def _list(campaign, files):
     return 0
 
 
+def _report_only(report, files, everything):
+    entries = report.load_json(ROOT / JSON_REPORT)
+    chosen = [entries[f] for f in (entries if everything else files) if f in entries]
+    if not chosen:
+        raise UsageError(f"no results in {JSON_REPORT} for the chosen files; run poblano mutate first")
+    for e in chosen:
+        report.refresh_equivalents(e)
+    report.merge_json(ROOT / JSON_REPORT, chosen)
+    md = report.write_markdown(ROOT / MD_REPORT, chosen)
+    print(f"rewrote {md.relative_to(ROOT)} from {JSON_REPORT}: {', '.join(e['path'] for e in chosen)}")
+    return 0
+
+
 def run(args):
     from poblano.mutation import campaign as campaign_mod
     from poblano.mutation import report
@@ -127,6 +143,8 @@ def run(args):
     files = select_files(ROOT, args.block, args.file)
     if not files:
         raise UsageError("no RTL file to mutate")
+    if args.report_only:
+        return _report_only(report, files, everything=not (args.block or args.file))
     campaign = campaign_mod.Campaign(ROOT, fast_only=args.fast_only, max_mutants=max_mutants,
                                      timeout_factor=factor, use_cache=not args.no_cache)
     try:

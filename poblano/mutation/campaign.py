@@ -4,8 +4,9 @@ For each file: its mutants (:mod:`.mutator`) run against its fast tests (:mod:`.
 survivors run against its cocotb tests unless ``fast_only``. Each run is one ``pytest -x``
 process, one at a time, in a scratch copy of the project (``build/mutation/scratch-<pid>/tree``);
 the working tree is never written. A run longer than ``timeout_factor`` times the clean run of the
-same tests (and at least :data:`MIN_TIMEOUT` seconds) is stopped, with every process it started,
-and counted as *timed out*.
+same tests, or with no test ending for ``timeout_factor`` times the longest test of the clean run
+(each limit at least :data:`MIN_TIMEOUT` seconds), is stopped, with every process it started, and
+counted as *timed out*.
 
 A result is cached under ``build/mutation/cache/`` by a key made of the mutant, the pytest
 arguments and the content of every project file the RTL file and its tests import (transitively),
@@ -19,11 +20,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from poblano.mutation import mapping, mutator
+from poblano.mutation import equivalent, mapping, mutator
 
 __all__ = ["TOOL_VERSION", "MIN_TIMEOUT", "Outcome", "MutantResult", "FileResult", "Scratch", "Campaign",
            "BaselineFailed", "STATUSES"]
@@ -49,6 +51,7 @@ class Outcome:
     status: str          #: killed, survived, timed out or error
     seconds: float
     detail: str = ""     #: the first failing test, or why the run is an error
+    max_gap: float = 0.0  #: the longest time without output (about the longest test)
 
 
 @dataclass
@@ -141,40 +144,68 @@ class Scratch:
         env.update(self.extra_env)
         return env
 
-    def pytest(self, args, timeout):
-        """Run ``pytest -x <args>`` in the scratch tree: an :class:`Outcome` (killed = tests failed)."""
+    def pytest(self, args, timeout, silence=None):
+        """Run ``pytest -x <args>`` in the scratch tree: an :class:`Outcome` (killed = tests failed).
+
+        ``timeout`` bounds the whole run; ``silence`` bounds the time without output (``pytest -q``
+        writes a character as each test ends, so it bounds one test). Past either, the run and
+        every process it started are stopped and it is *timed out*.
+        """
         # One process: the project's addopts has no -n, and PYTEST_ADDOPTS is dropped from env().
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                "--tb=line", "--no-header", f"--basetemp={self.base / 'pytest-tmp'}", *args]
         start = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=self.tree, env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        chunks, last, gap = [], [start], [0.0]
+
+        def reader():
+            while data := os.read(proc.stdout.fileno(), 65536):
+                now = time.monotonic()
+                gap[0] = max(gap[0], now - last[0])
+                last[0] = now
+                chunks.append(data)
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        why = None
         try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return Outcome("timed out", time.monotonic() - start, f"no result after {timeout:.0f} s")
-        except BaseException:
-            _kill_group(proc)
-            raise
+            while proc.poll() is None:
+                now = time.monotonic()
+                if timeout is not None and now - start > timeout:
+                    why = f"no result after {timeout:.0f} s"
+                elif silence is not None and now - last[0] > silence:
+                    why = f"no test ended for {silence:.0f} s"
+                if why:
+                    break
+                time.sleep(0.2)
+        finally:
+            _kill_group(proc)                      # also whatever the run left behind
+            thread.join(timeout=10)
+            proc.stdout.close()
         seconds = time.monotonic() - start
+        out = b"".join(chunks).decode(errors="replace")
+        if why:
+            return Outcome("timed out", seconds, why, gap[0])
         if proc.returncode == 0:
-            return Outcome("survived", seconds)
+            return Outcome("survived", seconds, "", gap[0])
         if proc.returncode in (1, 2):              # tests failed / collection error (-x stops early)
-            return Outcome("killed", seconds, _first_failure(out))
+            return Outcome("killed", seconds, _first_failure(out), gap[0])
         tail = " | ".join(line.strip() for line in out.strip().splitlines()[-3:])
-        return Outcome("error", seconds, f"pytest exit status {proc.returncode}: {tail}"[:300])
+        return Outcome("error", seconds, f"pytest exit status {proc.returncode}: {tail}"[:300], gap[0])
+
+
+def _argued_equivalent(path, m):
+    return equivalent.reason(path, m.function, m.before, m.after) is not None
 
 
 def _kill_group(proc):
     """Stop a run and every process it started (it leads its own session)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 def _first_failure(out):
@@ -192,10 +223,12 @@ class Campaign:
     ``selection`` (a callable ``path -> Selection``) overrides :func:`mapping.selection_for`;
     ``timeout`` (seconds) overrides the timeout derived from the clean run; ``env`` is added to the
     environment of every pytest run; ``use_cache=False`` re-runs everything (and refreshes the cache).
+    Survivors of the fast tests that ``equivalent(path, mutant)`` argues equivalent (by default:
+    :mod:`.equivalent`) are not re-run against the cocotb tests: no test can kill them.
     """
 
     def __init__(self, root, build=None, fast_only=False, max_mutants=None, timeout_factor=3.0,
-                 timeout=None, selection=None, log=print, env=None, use_cache=True):
+                 timeout=None, selection=None, log=print, env=None, use_cache=True, equivalent=None):
         self.root = Path(root).resolve()
         self.build = Path(build) if build else self.root / "build" / "mutation"
         self.cache = self.build / "cache"
@@ -207,6 +240,7 @@ class Campaign:
         self.log = log
         self.env = env
         self.use_cache = use_cache
+        self.equivalent = equivalent or _argued_equivalent
         self.runs = 0                      #: pytest processes started (baselines included)
 
     # -- planning -------------------------------------------------------------------------------
@@ -269,26 +303,30 @@ class Campaign:
         }
         baselines = {}
 
-        def timeout_for(stage):
+        def limits(stage):
+            """(timeout, silence) of the runs of ``stage``."""
             if self.timeout is not None:
-                return self.timeout
+                return self.timeout, None
             if stage not in baselines:
                 args, deps = stages[stage]
                 key = _digest(TOOL_VERSION, "baseline", path, result.rtl_hash, deps, args)
                 cached = self._cache_get(key)
-                if cached is None:
+                if cached is None or "max_gap" not in cached:
                     self.log(f"{path}: clean run of the {stage} tests ...")
                     outcome = scratch.pytest(args, timeout=None)
                     self.runs += 1
                     if outcome.status != "survived":
                         raise BaselineFailed(f"{stage} tests {outcome.status.replace('killed', 'fail')} on "
                                              f"the unmutated tree: {outcome.detail}")
-                    cached = {"seconds": outcome.seconds}
+                    cached = {"seconds": outcome.seconds, "max_gap": outcome.max_gap}
                     self._cache_put(key, cached)
-                baselines[stage] = cached["seconds"]
+                baselines[stage] = cached
                 result.baseline[stage] = round(cached["seconds"], 2)
-                self.log(f"{path}: clean {stage} run {cached['seconds']:.1f} s")
-            return max(self.timeout_factor * baselines[stage], MIN_TIMEOUT)
+                self.log(f"{path}: clean {stage} run {cached['seconds']:.1f} s, longest test "
+                         f"{cached['max_gap']:.1f} s")
+            clean = baselines[stage]
+            return (max(self.timeout_factor * clean["seconds"], MIN_TIMEOUT),
+                    max(self.timeout_factor * clean["max_gap"], MIN_TIMEOUT))
 
         def run_stage(stage, m):
             args, deps = stages[stage]
@@ -296,10 +334,10 @@ class Campaign:
             cached = self._cache_get(key)
             if cached is not None:
                 return Outcome(**cached), True
-            limit = timeout_for(stage)
+            limit, silence = limits(stage)
             scratch.write(path, m.apply(original))
             try:
-                outcome = scratch.pytest(args, timeout=limit)
+                outcome = scratch.pytest(args, timeout=limit, silence=silence)
             finally:
                 scratch.write(path, original)
             self.runs += 1
@@ -318,7 +356,12 @@ class Campaign:
                 result.results.append(r)
                 self._progress(i, len(sample), r)
             if not self.fast_only and stages["cocotb"][0]:
-                pending = [r for r in result.results if r.status in ("survived", "untested")]
+                pending = [r for r in result.results if r.status == "untested"
+                           or r.status == "survived" and not self.equivalent(path, r.mutant)]
+                argued = sum(1 for r in result.results if r.status == "survived") - len(
+                    [r for r in pending if r.status == "survived"])
+                if argued:
+                    self.log(f"{path}: {argued} survivors argued equivalent are not re-run against cocotb")
                 for i, r in enumerate(pending, 1):
                     outcome, cached = run_stage("cocotb", r.mutant)
                     r.status, r.stage, r.detail = outcome.status, "cocotb", outcome.detail

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from poblano.mutation import equivalent
 
-__all__ = ["entry", "summary", "merge_json", "write_markdown", "format_duration", "format_rate"]
+__all__ = ["entry", "summary", "merge_json", "load_json", "refresh_equivalents", "write_markdown",
+           "format_duration", "format_rate"]
 
 _SECTION = re.compile(r"<!-- mutation-file (\{.*?\}) -->\n(.*?)<!-- /mutation-file -->\n?", re.S)
 
@@ -52,21 +53,25 @@ def _git(root, *args):
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def refresh_equivalents(e):
+    """Mark the survivors of entry ``e`` argued equivalent in :mod:`.equivalent` as it is now."""
+    for m in e["mutants"]:
+        m.pop("equivalent", None)
+        if m["status"] == "survived":
+            why = equivalent.reason(e["path"], m["function"], m["before"], m["after"])
+            if why:
+                m["equivalent"] = why
+    return e
+
+
 def entry(result, root, command, fast_only):
     """The JSON entry of one :class:`~poblano.mutation.campaign.FileResult`."""
-    mutants = []
-    for r in result.results:
-        item = r.to_json()
-        if r.status == "survived":
-            why = equivalent.reason(result.path, r.mutant.function, r.mutant.before, r.mutant.after)
-            if why:
-                item["equivalent"] = why
-        mutants.append(item)
+    mutants = [r.to_json() for r in result.results]
     commit = _git(root, "rev-parse", "--short", "HEAD")
     if commit and _git(root, "status", "--porcelain", "--", result.path):
         commit += " + uncommitted changes to the file"
     sel = result.selection
-    return {
+    e = {
         "path": result.path,
         "command": command,
         "date": datetime.date.today().isoformat(),
@@ -81,6 +86,7 @@ def entry(result, root, command, fast_only):
         "error": result.error,
         "mutants": mutants,
     }
+    return refresh_equivalents(e)
 
 
 def summary(e):
@@ -111,13 +117,18 @@ def summary(e):
     }
 
 
+def load_json(path):
+    """The entries of the JSON report at ``path`` (keyed by RTL file; empty if there is none)."""
+    try:
+        return json.loads(Path(path).read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def merge_json(path, entries):
     """Merge ``entries`` into the JSON file at ``path`` (keyed by RTL file); return all of them."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {"files": {}}
+    data = {"files": load_json(path)}
     for e in entries:
         data["files"][e["path"]] = e
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +186,10 @@ def _section(e, row):
     lines.append(f"- cocotb tests: {cocotb}" + (f" ({sel['note']})" if sel.get("note") else ""))
     if e["sampled_from"] > len(ms):
         lines.append(f"- {len(ms)} of the file's {e['sampled_from']} mutants (`--max`), spread evenly")
+    clean = sum(base.values())
+    spent = sum(m["seconds"] for m in ms) + clean
+    lines.append(f"- test time: {format_duration(spent)} in all (clean runs {format_duration(clean)}; "
+                 "cached results counted as first measured), one pytest process at a time")
     for stage in ("fast", "cocotb"):
         ran = [m for m in ms if stage in m.get("stage_seconds", {})]
         if not ran:

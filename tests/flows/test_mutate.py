@@ -157,8 +157,10 @@ def _make_toy(root):
     return root
 
 
-def _campaign(root, build, **kwargs):
-    selection = mapping.Selection(fast=("checks/test_gate.py",))
+FAST_ONLY = mapping.Selection(fast=("checks/test_gate.py",))
+
+
+def _campaign(root, build, selection=FAST_ONLY, **kwargs):
     return campaign.Campaign(root, build=build, selection=lambda path: selection, log=lambda *a: None,
                              env=QUICK, **kwargs)
 
@@ -199,6 +201,23 @@ def test_cache_redoes_only_what_changed(toy_run, tmp_path):
     assert third.runs == 2 and [r.status for r in rerun.results] == ["killed", "killed"]
 
 
+def test_survivors_are_rerun_against_cocotb_unless_argued_equivalent(tmp_path):
+    root = _make_toy(tmp_path / "toy")
+    (root / "checks" / "test_gate_cocotb.py").write_text(
+        "import pytest\n\nfrom toyrtl.gate import gate\n\n\n@pytest.mark.cocotb\n"
+        "def test_gate_on_a_simulator():\n    assert gate(0b1100, 0b1010) == 0b1000\n")
+    both = mapping.Selection(fast=("checks/test_gate.py",), cocotb=("checks/test_gate_cocotb.py",))
+    c = _campaign(root, tmp_path / "out", selection=both, timeout=60)
+    (result,) = c.run(["toyrtl/gate.py"])
+    assert {r.mutant.after: (r.status, r.stage) for r in result.results} == {
+        "a ^ b": ("killed", "fast"), "a | b": ("killed", "cocotb")}
+    assert c.runs == 3 and "test_gate_on_a_simulator" in result.results[1].detail
+
+    argued = _campaign(root, tmp_path / "out2", selection=both, timeout=60, equivalent=lambda path, m: True)
+    (result,) = argued.run(["toyrtl/gate.py"])
+    assert argued.runs == 2 and [r.status for r in result.results] == ["killed", "survived"]
+
+
 def test_clean_run_sets_the_timeout_and_a_failing_clean_run_is_reported(tmp_path):
     root = _make_toy(tmp_path / "toy")
     c = _campaign(root, tmp_path / "out", max_mutants=1)
@@ -219,8 +238,10 @@ def test_a_run_past_its_timeout_is_stopped_and_counted_timed_out(tmp_path):
         "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "    time.sleep(60)\n")
     with campaign.Scratch(root, tmp_path / "scratch", env=QUICK) as scratch:
-        outcome = scratch.pytest(["test_slow.py"], timeout=1)
-    assert outcome.status == "timed out" and outcome.seconds < 20
+        total = scratch.pytest(["test_slow.py"], timeout=1)
+        silent = scratch.pytest(["test_slow.py"], timeout=None, silence=1)   # no test ends for 1 s
+    assert total.status == "timed out" and "no result after 1 s" in total.detail and total.seconds < 20
+    assert silent.status == "timed out" and "no test ended for 1 s" in silent.detail
 
 
 def test_report_merges_files_lists_survivors_and_honours_equivalents(toy_run, tmp_path, monkeypatch):
@@ -240,8 +261,8 @@ def test_report_merges_files_lists_survivors_and_honours_equivalents(toy_run, tm
     assert text.count("| `toyrtl/gate.py` | 2 | 1 |") == 2     # summary table and its section
 
     monkeypatch.setitem(equivalent.EQUIVALENT, "toyrtl/gate.py", {("gate", "a & b", "a | b"): "toy argument"})
-    argued = report.entry(result, root, "poblano mutate", fast_only=True)
-    assert report.summary(argued)["rate_fast"] == 100.0
+    argued = report.refresh_equivalents(json.loads(json.dumps(e)))     # as --report-only does
+    assert report.summary(argued)["rate_fast"] == 100.0 and report.summary(e)["rate_fast"] == 50.0
     report.write_markdown(md, [argued])
     assert "equivalent: toy argument" in md.read_text()
 
