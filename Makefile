@@ -8,6 +8,7 @@
 #   make formal   every SymbiYosys proof
 #   make fpga     ULX3S-85F bitstreams and resource/Fmax reports under build/fpga/
 #   make bench    the recorded benchmarks (cycle counts, utilization, throughput)
+#   make mutate   mutation testing of rtl/ (long; MUTATE_ARGS="--block mx --max 20"), see docs/mutation.md
 #   make clean    remove build/ (keeps .venv)
 
 PYTHON ?= python3
@@ -16,8 +17,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST_ARGS ?=
+MUTATE_ARGS ?=
 
-.PHONY: all test sim verilog lint formal fpga bench clean distclean venv
+.PHONY: all test sim verilog lint formal fpga bench mutate clean distclean venv
 
 all: test
 
@@ -49,6 +51,9 @@ fpga: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/poblano bench
+
+mutate: $(STAMP)
+	nice -n 19 $(BIN)/poblano mutate $(MUTATE_ARGS)
 
 clean:
 	rm -rf build
