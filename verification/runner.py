@@ -41,6 +41,11 @@ BUILD_ROOT = Path(__file__).resolve().parent.parent / "build"
 
 # Verilator warnings that Amaranth's Yosys back end trips on correct designs; the build must not
 # stop on them. The lint flow (``make lint``) keeps its own, narrower, documented waiver list.
+# Icarus compiles Verilog-2005 (the dialect Amaranth writes). In its -g2012 mode (cocotb's default,
+# which this overrides) a declaration initializer is not an event, so an ``always @*`` block that
+# reads only registers still at their initial values is never evaluated and its outputs stay X; in
+# Verilog-2005 mode the initializers run at time 0 like ``initial`` blocks and wake every such block.
+_ICARUS_BUILD_ARGS = ["-g2005"]
 _VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
                          "-Wno-CMPCONST", "-Wno-UNSIGNED", "--x-assign", "unique",
                          "--x-initial", "unique"]
@@ -187,7 +192,7 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         digest = hashlib.sha256((text + sim + str(waves) + str(ports_only)).encode()).hexdigest()
         stamp = build_dir / ".built-from"
         runner = get_runner(sim)
-        build_args = list(_VERILATOR_BUILD_ARGS) if sim == "verilator" else []
+        build_args = list(_VERILATOR_BUILD_ARGS) if sim == "verilator" else list(_ICARUS_BUILD_ARGS)
         if sim == "verilator":
             build_args += _SPLIT_ARGS if ports_only else _ONE_FILE_ARGS
         if sim == "verilator" and ports_only:

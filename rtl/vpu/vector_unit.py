@@ -1,7 +1,10 @@
 """The vector unit: ``lanes`` binary32 lanes, a reducer and a command sequencer, with stream interfaces."""
 
+import functools
+import operator
+
 from amaranth.hdl import Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.common.credited_buffer import CreditedBuffer
@@ -125,7 +128,12 @@ class VectorUnit(wiring.Component):
 
         # ---- the current command --------------------------------------------------------------------
         op = Signal(Op)
-        length = Signal(range(MAX_LENGTH + 1))
+        # Decoded from ``op`` when the command is accepted. (Kept in registers, not decoded from
+        # ``op`` combinationally: logic that reads only registers never changing from their reset
+        # values is never evaluated by Icarus, whose ``always @*`` waits for an input to change.)
+        to_sum = Signal()                      # rows go to the sum reducer
+        to_max = Signal()                      # rows go to the max reducer
+        reduction = Signal()
         rows = Signal(12)
         scalar0 = Signal(32)
         scalar1 = Signal(32)
@@ -153,13 +161,17 @@ class VectorUnit(wiring.Component):
         m.d.comb += self.cmd.ready.eq(~busy & (in_flight == 0) & (credits != 0))
         with m.If(self.cmd.valid & self.cmd.ready):
             p = self.cmd.payload
+            log2_lanes = lanes.bit_length() - 1
+            in_last_beat = p.length[:log2_lanes] if lanes > 1 else Const(0, 1)   # length mod lanes
             with m.If(cmd_ok):
                 m.d.sync += [
-                    busy.eq(1), op.eq(p.op), length.eq(p.length),
+                    busy.eq(1), op.eq(p.op),
+                    to_sum.eq((p.op == Op.SUM) | (p.op == Op.SUM_SQUARES)),
+                    to_max.eq(p.op == Op.MAX_REDUCE),
+                    reduction.eq((p.op == Op.SUM) | (p.op == Op.SUM_SQUARES) | (p.op == Op.MAX_REDUCE)),
                     rows.eq(Mux(p.rows == 0, 1, p.rows)), scalar0.eq(p.scalar0), scalar1.eq(p.scalar1),
-                    beats_per_row.eq((p.length + lanes - 1) >> (lanes.bit_length() - 1)),
-                    tail.eq(Mux(p.length[:max(lanes.bit_length() - 1, 1)] == 0, lanes,
-                                p.length[:max(lanes.bit_length() - 1, 1)]) if lanes > 1 else 1),
+                    beats_per_row.eq((p.length + lanes - 1) >> log2_lanes),
+                    tail.eq(Mux(in_last_beat == 0, lanes, in_last_beat)),
                     beat.eq(0), row.eq(0),
                 ]
             with m.Else():
@@ -173,16 +185,12 @@ class VectorUnit(wiring.Component):
             for each in SUPPORTED:
                 with m.Case(each):
                     needed = [streams[name].valid for name in OPERANDS[each]]
-                    m.d.comb += operands_valid.eq(Const(1, 1) if not needed else _all(needed))
-        reduction = Signal()
-        with m.Switch(op):
-            with m.Case(*REDUCTIONS):
-                m.d.comb += reduction.eq(1)
+                    m.d.comb += operands_valid.eq(functools.reduce(operator.and_, needed))
         last_beat = beat == beats_per_row - 1
         last_row = row == rows - 1
         # An element-wise beat needs a result slot; a reduction row needs one at its last beat.
         slot_needed = ~reduction | last_beat
-        reducer_ready = Mux(op == Op.MAX_REDUCE, max_reducer.i.ready, reducer.i.ready)
+        reducer_ready = Mux(to_max, max_reducer.i.ready, reducer.i.ready)
         issue = Signal()
         m.d.comb += issue.eq(busy & operands_valid & (~slot_needed | (credits != 0)) & ~error_beat
                              & (~reduction | reducer_ready))
@@ -216,37 +224,29 @@ class VectorUnit(wiring.Component):
             ]
         lane0 = self._lane_units[0]
         depth = lane0.max_latency
-        valid_line = Signal(depth + 1)
-        mask_line = [Signal(lanes, name=f"mask_d{k}") for k in range(depth + 1)]
-        last_line = Signal(depth + 1)
-        m.d.comb += [valid_line[0].eq(issue_elementwise), mask_line[0].eq(mask),
-                     last_line[0].eq(last_beat & last_row)]
-        m.d.sync += [valid_line[1:].eq(valid_line[:-1]), last_line[1:].eq(last_line[:-1])]
-        # A new command moves the tap: the bits of the previous command's beats still travelling down
-        # the line past their own tap (every one of their results is written by then) are cleared.
-        with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += valid_line[1:].eq(0)
+        # What each issued beat needs at the output, delayed stage by stage beside the lanes: stage 0
+        # is the issue cycle, stage k the cycle its result leaves a lane of latency k.
+        beat_info = data.StructLayout({"valid": 1, "last": 1, "mask": lanes})
+        line = [Signal(beat_info, name=f"beat_d{k}") for k in range(depth + 1)]
+        m.d.comb += [line[0].valid.eq(issue_elementwise), line[0].last.eq(last_beat & last_row),
+                     line[0].mask.eq(mask)]
         for k in range(depth):
-            m.d.sync += mask_line[k + 1].eq(mask_line[k])
-        lane_valid = Signal()
-        lane_mask = Signal(lanes)
-        lane_last = Signal()
+            m.d.sync += line[k + 1].eq(line[k])
+        # A new command moves the tap: the beats of the previous command still travelling down the
+        # line past their own tap (every one of their results is written by then) are forgotten.
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [stage.valid.eq(0) for stage in line[1:]]
+        at_output = Signal(beat_info)
         with m.Switch(op):
             for each in ELEMENTWISE:
                 with m.Case(each):
-                    k = lane0.latency_of(each)
-                    m.d.comb += [lane_valid.eq(valid_line[k]), lane_mask.eq(mask_line[k]),
-                                 lane_last.eq(last_line[k])]
+                    m.d.comb += at_output.eq(line[lane0.latency_of(each)])
 
         # ---- reducers -----------------------------------------------------------------------------
         # Rows go to the sum reducer or the max reducer; each answers one binary32 per row, in order.
         # ``row_last`` tags follow the rows through a small FIFO of their own: a row's result marks
         # the command's last beat when its row was the command's last.
-        for unit, ops in ((reducer, (Op.SUM, Op.SUM_SQUARES)), (max_reducer, (Op.MAX_REDUCE,))):
-            selected = Signal(name=f"{unit.__class__.__name__.lower()}_selected")
-            with m.Switch(op):
-                with m.Case(*ops):
-                    m.d.comb += selected.eq(1)
+        for unit, selected in ((reducer, to_sum), (max_reducer, to_max)):
             m.d.comb += [
                 unit.i.valid.eq(issue & selected),
                 unit.i.payload.first.eq(beat == 0),
@@ -271,10 +271,10 @@ class VectorUnit(wiring.Component):
 
         # ---- output buffer ------------------------------------------------------------------------
         beat_out = buffer.w_data
-        with m.If(lane_valid):
-            m.d.comb += [buffer.w_en.eq(1), beat_out.last.eq(lane_last)]
+        with m.If(at_output.valid):
+            m.d.comb += [buffer.w_en.eq(1), beat_out.last.eq(at_output.last)]
             for j, lane in enumerate(self._lane_units):
-                m.d.comb += beat_out.data[j].eq(Mux(lane_mask[j], lane.result, 0))
+                m.d.comb += beat_out.data[j].eq(Mux(at_output.mask[j], lane.result, 0))
         with m.Elif(row_valid):
             m.d.comb += [buffer.w_en.eq(1), beat_out.data[0].eq(row_result),
                          beat_out.last.eq(rows_left == 1)]
@@ -287,10 +287,3 @@ class VectorUnit(wiring.Component):
         # Results issued but not yet in the buffer (the next command waits for zero).
         m.d.sync += in_flight.eq(in_flight + take - buffer.w_en)
         return m
-
-
-def _all(signals):
-    out = signals[0]
-    for s in signals[1:]:
-        out = out & s
-    return out

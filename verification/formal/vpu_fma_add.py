@@ -7,9 +7,8 @@ definition, a different algorithm from the adder's datapath (and from its ``Roun
 
 Each proof fixes the two exponent fields (constants fold the alignment shifts away, which keeps the
 solver's work small) and lets the solver choose everything else: both signs, both 23-bit fractions
-and ``subtract``. The pairs cover subnormal operands, massive cancellation of neighbouring binades,
-and exponent differences around the 24 to 26 places where Y becomes a tie, a sticky bit or nothing.
-Every exponent difference, special values, overflow and the pipeline with ``en`` are checked by
+and ``subtract``. The pairs cover the smallest normals and exponent differences around the 24
+to 26 places where Y becomes a tie, a sticky bit or nothing. Every exponent difference, special values, overflow and the pipeline with ``en`` are checked by
 simulation (``tests/rtl/vpu/test_fp32_fma.py``, ``test_lane.py``). The lane adds and subtracts with
 the FMA (``Lane``: ``add = a * 1 + b``, ``sub = a * 1 + (-b)``), so this is the proof of its adder.
 
@@ -100,9 +99,11 @@ def _harness(a_field, b_field, cover=False):
     return m
 
 
-# (exponent field of a, of b): subnormals with the smallest normals, cancellation of neighbouring
-# binades, and Y 24..26 binades below X (ties, sticky bits).
-_PAIRS = [(0, 1), (1, 1), (2, 1), (101, 100), (26, 2), (27, 2), (28, 2), (127, 102)]
+# (exponent field of a, of b): the smallest normals, and Y 24..26 binades below X (ties, sticky bits).
+# Subnormal operands (0, 1) and massive cancellation of neighbouring binades (101, 100) take the solver
+# 5 minutes or more through the FMA's wider datapath (12 s to 22 s for these), so they are left to
+# simulation (test_fp32_fma.py: exact and almost exact cancellation, subnormal products and addends).
+_PAIRS = [(1, 1), (2, 1), (26, 2), (27, 2), (28, 2), (127, 102)]
 
 PROOFS = [
     *(Proof(f"vpu_fma_add_e{a_field}_{b_field}",
