@@ -8,9 +8,10 @@ definition, a different algorithm from the adder's datapath (and from its ``Roun
 Each proof fixes the two exponent fields (constants fold the alignment shifts away, which keeps the
 solver's work small) and lets the solver choose everything else: both signs, both 23-bit fractions
 and ``subtract``. The pairs cover the smallest normals and exponent differences around the 24
-to 26 places where Y becomes a tie, a sticky bit or nothing. Every exponent difference, special values, overflow and the pipeline with ``en`` are checked by
-simulation (``tests/rtl/vpu/test_fp32_fma.py``, ``test_lane.py``). The lane adds and subtracts with
-the FMA (``Lane``: ``add = a * 1 + b``, ``sub = a * 1 + (-b)``), so this is the proof of its adder.
+to 26 places where Y becomes a tie, a sticky bit or nothing. Every exponent difference, special
+values, overflow and the pipeline with ``en`` are checked by simulation
+(``tests/rtl/vpu/test_fp32_fma.py``, ``test_lane.py``). The lane adds and subtracts with the FMA
+(``Lane``: ``add = a * 1 + b``, ``sub = a * 1 + (-b)``), so this is the proof of its adder.
 
 The inputs are held constant (``AnyConst``), so the solver checks the datapath once, after the
 pipeline has filled.
