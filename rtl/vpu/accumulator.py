@@ -66,7 +66,10 @@ class Acc48Add(wiring.Component):
     --------------------
     a, b : ``In(acc_layout(exponent_width))``
         The operands: ``mag`` normalized (bit 47 set) or zero (bit 47 clear: then the whole
-        operand counts as zero).
+        operand counts as zero, whatever its other bits).
+    a_clear : ``In(1)``, default 0
+        Sampled with the operands: ``a`` counts as zero (an accumulate loop restarting from +0
+        without a multiplexer in front of the adder).
     tag : ``In(tag_width)``
         Sampled with the operands, delivered with their sum (only when ``tag_width > 0``).
     en : ``In(1)``, default 1
@@ -96,7 +99,8 @@ class Acc48Add(wiring.Component):
         self._exponent_width = exponent_width
         self._tag_width = tag_width
         layout = acc_layout(exponent_width)
-        ports = {"a": In(layout), "b": In(layout), "en": In(1, init=1), "sum": Out(layout)}
+        ports = {"a": In(layout), "a_clear": In(1), "b": In(layout), "en": In(1, init=1),
+                 "sum": Out(layout)}
         if tag_width:
             ports.update(tag=In(tag_width), tag_out=Out(tag_width))
         super().__init__(ports)
@@ -134,7 +138,8 @@ class Acc48Add(wiring.Component):
 
         # ---- step 0: compare exponents (both differences), zero operands -----------------------
         a, b = self.a, self.b
-        a_zero, b_zero = ~a.mag[ACC_BITS - 1], ~b.mag[ACC_BITS - 1]
+        a_zero = ~a.mag[ACC_BITS - 1] | self.a_clear
+        b_zero = ~b.mag[ACC_BITS - 1]
         v = pipe.step(0, {
             **tag,
             "a_sign": a.sign, "a_mag": a.mag, "a_exp": a.exp,
@@ -145,20 +150,25 @@ class Acc48Add(wiring.Component):
         })
 
         # ---- step 1: X = the operand with the larger exponent (a on a tie), Y the other ------------
-        swap = wire(1, ~v["b_zero"] & ((v["d_ab"] < 0) | v["a_zero"]), "swap")
-        y_zero = Mux(swap, v["a_zero"], v["b_zero"])
-        d = wire(signed(ew + 1), Mux(swap, v["d_ba"], v["d_ab"]), "d")    # >= 0 unless Y is zero
-        big = d[6:] != 0                                                   # d >= 64 (or Y zero)
+        # Everything about d = |exp(a) - exp(b)| comes from both differences side by side, and only
+        # the multiplexers of the significands wait for `swap`. A zero Y (either operand zero) is
+        # added as 0: no shift, no near path, its bits masked in the same LUT as the swap.
+        d_ab, d_ba = v["d_ab"], v["d_ba"]
+        b_larger = d_ab < 0
+        swap = wire(1, ~v["b_zero"] & (b_larger | v["a_zero"]), "swap")
+        y_zero = wire(1, v["a_zero"] | v["b_zero"], "y_zero")
+        shift_ab = Mux(d_ab[6:] != 0, 63, d_ab[:6])          # d >= 64: everything goes to sticky
+        shift_ba = Mux(d_ba[6:] != 0, 63, d_ba[:6])
         v = pipe.step(1, {
             **tag,
             "x_mag": Mux(swap, v["b_mag"], v["a_mag"]),
-            "y_mag": Mux(swap, v["a_mag"], v["b_mag"]),
+            "y_mag": Mux(y_zero, 0, Mux(swap, v["a_mag"], v["b_mag"])),
             "x_exp": Mux(swap, v["b_exp"], v["a_exp"]),
             "x_sign": Mux(swap, v["b_sign"], v["a_sign"]),
-            # a zero Y is added: it is then shifted by nothing, and it stays out of the near path
             "sub": (v["a_sign"] ^ v["b_sign"]) & ~y_zero,
-            "shift": Mux(y_zero, 0, Mux(big, 63, d[:6])),
-            "d0": (d == 0) | y_zero, "d1": (d == 1) & ~y_zero,
+            "shift": Mux(y_zero, 0, Mux(b_larger, shift_ba, shift_ab)),
+            "d0": (d_ab == 0) | y_zero,
+            "d1": ((d_ab == 1) | (d_ba == 1)) & ~y_zero,
             "both_zero": v["a_zero"] & v["b_zero"],
         })
         common = ("x_exp", "x_sign", "sub", "d0", "d1", "both_zero")

@@ -3,9 +3,10 @@
 Directed classes: every exponent difference from 0 to 60 (and far beyond) in both operand orders,
 additions and subtractions; cancellation (equal exponents and exponents one apart, down to exact
 zero); sums whose dropped bits are exactly half an ulp (ties to even) and one unit either side,
-with both parities of the kept significand; carries into the next binade; zeros (with any sign and
-exponent bits); the exponent range of ``sum_squares``. Then seeded random vectors and a run with the
-clock enable toggling. Vectors stream one per cycle; every sum must match the model bit for bit.
+with both parities of the kept significand; carries into the next binade; zeros (with any sign,
+exponent and low significand bits) and ``a_clear``; the exponent range of ``sum_squares``. Then
+seeded random vectors and a run with the clock enable toggling. Vectors stream one per cycle;
+every sum must match the model bit for bit.
 """
 
 import random
@@ -22,10 +23,16 @@ FULL = (1 << ACC_BITS) - 1
 EXP_LO, EXP_HI = -345, 230          # accumulator exponents of sum_squares rows
 
 
+def canonical(operand, clear=0):
+    """The model's form of an operand: a zero (bit 47 clear, or cleared) is ``(0, 0, 0)``."""
+    return (0, 0, 0) if clear or operand[1] < TOP else operand
+
+
 def model_sums(vectors):
-    """``_acc_add`` of every ``((sa, ma, ea), (sb, mb, eb))``, as a list of ``(s, m, e)``."""
-    a = tuple(np.array([v[0][k] for v in vectors], dtype=np.int64) for k in range(3))
-    b = tuple(np.array([v[1][k] for v in vectors], dtype=np.int64) for k in range(3))
+    """``_acc_add`` of every ``((sa, ma, ea), (sb, mb, eb)[, a_clear])``, as a list of ``(s, m, e)``."""
+    ops = [(canonical(v[0], v[2] if len(v) > 2 else 0), canonical(v[1])) for v in vectors]
+    a = tuple(np.array([v[0][k] for v in ops], dtype=np.int64) for k in range(3))
+    b = tuple(np.array([v[1][k] for v in ops], dtype=np.int64) for k in range(3))
     s, m, e = vpu._acc_add(a, b)
     return list(zip(s.tolist(), m.tolist(), e.tolist(), strict=True))
 
@@ -42,8 +49,10 @@ def run(vectors, stages=Acc48Add.DEFAULT_STAGES, enable=None, tag_width=0):
             en = 1 if enable is None else enable(cycle)
             ctx.set(dut.en, en)
             if issued < len(vectors):
-                for port, (sign, mag, exp) in zip((dut.a, dut.b), vectors[issued], strict=True):
+                vector = vectors[issued]
+                for port, (sign, mag, exp) in zip((dut.a, dut.b), vector[:2], strict=True):
                     ctx.set(port, {"sign": sign, "mag": mag, "exp": exp})
+                ctx.set(dut.a_clear, vector[2] if len(vector) > 2 else 0)
                 if tag_width:
                     ctx.set(dut.tag, issued % (1 << tag_width))
             await ctx.tick()
@@ -71,7 +80,7 @@ def check(vectors, seed, **kwargs):
     want = model_sums(vectors)
     bad = [(v, g[:3], w) for v, g, w in zip(vectors, got, want, strict=True) if g[:3] != w]
     assert not bad, f"seed {seed}: {len(bad)} of {len(vectors)} mismatches\n" + "\n".join(
-        f"a={a} b={b}: got {g}, expected {w}" for (a, b), g, w in bad[:8])
+        f"a={v[0]} b={v[1]} a_clear={v[2:]}: got {g}, expected {w}" for v, g, w in bad[:8])
     return got
 
 
@@ -205,17 +214,33 @@ def test_carry_into_next_binade():
 
 
 def test_zeros():
-    """Zero operands (mag bit 47 clear) with any sign and exponent bits; zero plus zero is +0."""
+    """Zero operands (mag bit 47 clear, any other bits, sign and exponent); zero plus zero is +0."""
     seed = 5
     rng = random.Random(seed)
     print(f"seed {seed}")
-    zeros = [(0, 0, 0), (1, 0, 0), (0, 0, -512), (1, 0, 511), (0, 0, 17), (1, 0, -345)]
+    zeros = [(0, 0, 0), (1, 0, 0), (0, 0, -512), (1, 0, 511), (0, 0, 17), (1, 0, -345),
+             (0, 1, 3), (1, TOP - 1, -7), (0, rng.getrandbits(ACC_BITS - 1), 200)]
     vectors = []
     for z in zeros:
         for other in zeros + [operand(rng) for _ in range(6)] + [(0, TOP, -512 + 4), (1, FULL, 500)]:
             vectors += [(z, other), (other, z)]
     got = check(vectors, seed)
-    assert all(g[:3] == (0, 0, 0) for (a, b), g in zip(vectors, got, strict=True) if a[1] == b[1] == 0)
+    assert all(g[:3] == (0, 0, 0) for (a, b), g in zip(vectors, got, strict=True)
+               if a[1] < TOP and b[1] < TOP)
+
+
+def test_a_clear():
+    """``a_clear`` makes ``a`` count as +0 whatever it holds: the sum is ``b`` (or +0)."""
+    seed = 8
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    vectors = []
+    for _ in range(200):
+        x, y = operand(rng), operand(rng) if rng.random() > 0.1 else (1, rng.getrandbits(20), 9)
+        clear = int(rng.random() < 0.5)
+        vectors.append((x, y, clear))
+    got = check(vectors, seed)
+    assert all(g[:3] == canonical(y) for (_, y, clear), g in zip(vectors, got, strict=True) if clear)
 
 
 def test_random_vectors():
