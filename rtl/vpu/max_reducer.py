@@ -10,7 +10,7 @@ from rtl.vpu.round_pack import QNAN
 
 __all__ = ["MaxReducer"]
 
-_NEG_INF_KEY = 0x007F_FFFF       # order key of -Inf, the least key: masked lanes and NaNs take it
+_NEG_INF_KEY = 0x007F_FFFF       # order key of -Inf, the least key: masked lanes take it
 
 
 def _order_key(bits):
@@ -95,8 +95,10 @@ class MaxReducer(wiring.Component):
             live = beat.mask[lane]
             nan = live & (x[23:31] == 0xFF) & (x[:23] != 0)
             nans.append(nan)
+            # A NaN's key is whatever its bits give: the row's result is the NaN anyway (and the NaN
+            # test, a 31-bit reduction, stays off the comparison's path).
             key = Signal(32, name=f"key{lane}")
-            m.d.comb += key.eq(Mux(live & ~nan, _order_key(x), _NEG_INF_KEY))
+            m.d.comb += key.eq(Mux(live, _order_key(x), _NEG_INF_KEY))
             best = Signal(32, name=f"best{lane}", reset_less=True)
             new = Signal(32, name=f"new{lane}")
             m.d.comb += new.eq(Mux(start | (key > best), key, best))

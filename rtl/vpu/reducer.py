@@ -64,6 +64,10 @@ def result_queue(m, o, valid, value, row_done, depth):
     return outstanding < depth
 
 
+_SQUARE_TOP = 11863284
+"""Least 24-bit significand whose square reaches ``2**47``: ``ceil(sqrt(2**47))``."""
+
+
 def _ceil_log2(n):
     return (n - 1).bit_length()
 
@@ -104,11 +108,13 @@ class Reducer(wiring.Component):
 
     Datapath.
 
-    1. Terms (3 cycles): each lane decodes its element; a ``sum`` term is the significand
-       normalized to 48 bits, a ``sum_squares`` term its exact square, ``h**2 * 2**12 + 2*h*l * 2**6 +
-       l**2`` for the significand split as ``h * 2**6 + l`` (``h`` 18 bits: an 18x18 and an 18x6
-       multiplier, ``l**2`` in LUTs), normalized by the leading zeros of a subnormal. Masked lanes,
-       zeros and specials give +0 terms; NaN and infinities are noted for the row.
+    1. Terms (4 cycles): each lane decodes its element and normalizes its significand ``nsig``
+       (the leading zeros of a subnormal); a ``sum`` term is ``nsig`` placed at the top of 48 bits,
+       a ``sum_squares`` term its exact square ``high**2 * 2**12 + 2*high*low * 2**6 + low**2`` for
+       ``nsig = high * 2**6 + low`` (``high`` 18 bits: an 18x18 and an 18x6 multiplier, ``low**2``
+       in LUTs; the partial products summed by one carry-save step and one carry chain), shifted
+       left once when below ``2**47`` (known beforehand: ``nsig < ceil(sqrt(2**47))``). Masked
+       lanes, zeros and specials give +0 terms; NaN and infinities are noted for the row.
     2. Accumulate loops: beat ``b`` of a row feeds slot ``b mod slots``, and lane ``l`` of slot ``s``
        is accumulator ``s * lanes + l``. Each lane has one ``Acc48Add`` of exactly ``slots`` stages
        whose pipeline *is* its ``slots`` accumulators: an accumulator is issued into the adder, comes
@@ -162,13 +168,13 @@ class Reducer(wiring.Component):
     Latency and throughput
     ----------------------
     :attr:`latency` cycles from the transfer of a row's last beat to its result on ``o`` (offered
-    that cycle when nothing is queued): ``3 + slots +
-    tree_stages * (log2(lanes) + ceil(log2(slots))) + round_stages``, 30 for the defaults. A row of
+    that cycle when nothing is queued): ``4 + slots +
+    tree_stages * (log2(lanes) + ceil(log2(slots))) + round_stages``, 31 for the defaults. A row of
     ``n`` elements streamed without bubbles from cycle 0 is summed at cycle
     ``ceil(n / lanes) - 1 + latency``. One beat per cycle.
     """
 
-    TERM_STAGES = 3
+    TERM_STAGES = 4
     """Cycles from a beat's transfer to the issue of its terms into the accumulate loops."""
 
     def __init__(self, lanes=8, slots=4, tree_stages=Acc48Add.DEFAULT_STAGES, round_stages=3,
@@ -268,64 +274,74 @@ class Reducer(wiring.Component):
         })
 
         ctl = Signal(control)
-        ctl1, ctl2, ctl3 = (Signal(control, name=f"ctl{k}") for k in (1, 2, 3))
-        m.d.sync += [ctl1.eq(ctl), ctl2.eq(ctl1), ctl3.eq(ctl2)]
+        ctls = [ctl]
+        for k in range(1, self.TERM_STAGES + 1):
+            ctls.append(Signal(control, name=f"ctl{k}"))
+            m.d.sync += ctls[k].eq(ctls[k - 1])
+        issue_ctl, term_ctl = ctls[-1], ctls[-2]      # at the loops; one cycle before
 
-        def reg(value, name, shape=None, reset=False):
-            sig = Signal(shape if shape is not None else value.shape(), name=name, reset_less=not reset)
+        def reg(value, name, shape=None):
+            sig = Signal(shape if shape is not None else value.shape(), name=name, reset_less=True)
             m.d.sync += sig.eq(value)
             return sig
 
-        # ---- terms: 3 register stages ------------------------------------------------------------
+        # ---- terms: 4 register stages ------------------------------------------------------------
         terms, nans, pinfs, ninfs = [], [], [], []
         for lane in range(lanes):
             x = beat.data[lane]
             live = beat.mask[lane]
             sign, biased, frac = x[31], x[23:31], x[:23]
             special = biased == 0xFF
-            sig = Cat(frac, biased != 0)
+            normal = biased != 0
             nans.append(live & special & (frac != 0))
             pinfs.append(live & special & (frac == 0) & ~sign)
             ninfs.append(live & special & (frac == 0) & sign)
-            high, low = sig[6:24], sig[:6]
+            # stage 1: decode; leading zeros of the significand (of a subnormal's fraction)
+            sign1 = reg(sign, f"sign1_{lane}")
+            zero1 = reg(~live | special | (~normal & (frac == 0)), f"zero1_{lane}")
+            sig1 = reg(Cat(frac, normal), f"sig1_{lane}")
+            lz1 = reg(Mux(normal, 0, leading_zeros(m, frac, f"lz0_{lane}") + 1), f"lz1_{lane}", range(25))
+            biased1 = reg(Mux(normal, biased, 1), f"biased1_{lane}")
+            # stage 2: the significand normalized, the weight of its last bit
+            sign2 = reg(sign1, f"sign2_{lane}")
+            zero2 = reg(zero1, f"zero2_{lane}")
+            nsig2 = reg((sig1 << lz1)[:24], f"nsig2_{lane}")
+            lsb2 = reg(biased1 - 150 - lz1, f"lsb2_{lane}", shape=signed(ew))
+            # stage 3: partial products of its square: nsig = high * 2**6 + low, high on 18 bits
+            # (an 18x18 and an 18x6 multiplier), low**2 in LUTs; whether the square reaches 2**47
+            high, low = nsig2[6:24], nsig2[:6]
             low_sq = Signal(12, name=f"low_sq{lane}")
-            with m.Switch(low):                       # the 6x6 square in LUTs, not a multiplier
+            with m.Switch(low):
                 for v in range(64):
                     with m.Case(v):
                         m.d.comb += low_sq.eq(v * v)
-            # stage 1: decode, leading zeros (of subnormals), partial products of the square
-            sign1 = reg(sign, f"sign1_{lane}")
-            zero1 = reg(~live | special | (sig == 0), f"zero1_{lane}")
-            sig1 = reg(sig, f"sig1_{lane}")
-            lz1 = reg(leading_zeros(m, sig, f"lz0_{lane}"), f"lz1_{lane}")
-            hh1 = reg(high * high, f"hh1_{lane}")
-            hl1 = reg(high * low, f"hl1_{lane}")
-            ll1 = reg(low_sq, f"ll1_{lane}")
-            biased1 = reg(Mux(biased == 0, 1, biased), f"biased1_{lane}")
-            # stage 2: the exact square; the significand normalized; the weight of its last bit
-            square = Cat(Const(0, 12), hh1) + Cat(Const(0, 7), hl1) + ll1
-            sign2 = reg(sign1, f"sign2_{lane}")
-            zero2 = reg(zero1, f"zero2_{lane}")
-            square2 = reg(square[:ACC_BITS], f"square2_{lane}")
-            nsig2 = reg((sig1 << lz1)[:24], f"nsig2_{lane}")
-            lz2 = reg(lz1, f"lz2_{lane}")
-            lsb2 = reg(biased1 - 150 - lz1, f"lsb2_{lane}", shape=signed(ew))
-            # stage 3: the term, normalized to 48 bits. A square of a significand with lz leading
-            # zeros has 2 * lz or 2 * lz + 1 of them.
-            shifted = Signal(ACC_BITS, name=f"square_shifted{lane}")
-            m.d.comb += shifted.eq(square2 << Cat(Const(0, 1), lz2))
-            top = shifted[ACC_BITS - 1]
-            term = Signal(layout, name=f"term3_{lane}")
-            with m.If(zero2):
+            hh3 = reg(high * high, f"hh3_{lane}")
+            hl3 = reg(high * low, f"hl3_{lane}")
+            ll3 = reg(low_sq, f"ll3_{lane}")
+            top3 = reg(nsig2 >= _SQUARE_TOP, f"top3_{lane}")
+            sign3 = reg(sign2, f"sign3_{lane}")
+            zero3 = reg(zero2, f"zero3_{lane}")
+            nsig3 = reg(nsig2, f"nsig3_{lane}")
+            lsb3 = reg(lsb2, f"lsb3_{lane}")
+            # stage 4: the square, hh * 2**12 + hl * 2**7 + ll, through one carry-save step and one
+            # carry chain; normalized to 48 bits (its top bit is bit 47 or 46); the term
+            p0, p1, p2 = Cat(Const(0, 12), hh3), Cat(Const(0, 7), hl3), ll3
+            half_sum = Signal(ACC_BITS, name=f"csa_sum{lane}")
+            carries = Signal(ACC_BITS, name=f"csa_carry{lane}")
+            m.d.comb += [half_sum.eq(p0 ^ p1 ^ p2), carries.eq(((p0 & p1) | (p0 & p2) | (p1 & p2)) << 1)]
+            square = Signal(ACC_BITS, name=f"square{lane}")
+            m.d.comb += square.eq(half_sum + carries)
+            term = Signal(layout, name=f"term4_{lane}")
+            with m.If(zero3 | ~term_ctl.valid):               # no beat: the loops add +0
                 m.d.sync += term.eq(0)
-            with m.Elif(ctl2.squares):
+            with m.Elif(term_ctl.squares):
                 m.d.sync += [term.sign.eq(0),
-                             term.mag.eq(Mux(top, shifted, shifted << 1)),
-                             term.exp.eq((lsb2 << 1) - ~top)]
+                             term.mag.eq(Mux(top3, square, square << 1)),
+                             term.exp.eq((lsb3 << 1) - ~top3)]
             with m.Else():
-                m.d.sync += [term.sign.eq(sign2),
-                             term.mag.eq(Cat(Const(0, 24), nsig2)),
-                             term.exp.eq(lsb2 - 24)]
+                m.d.sync += [term.sign.eq(sign3),
+                             term.mag.eq(Cat(Const(0, 24), nsig3)),
+                             term.exp.eq(lsb3 - 24)]
             terms.append(term)
 
         m.d.comb += [ctl.valid.eq(accept), ctl.start.eq(start), ctl.last.eq(beat.last),
@@ -343,30 +359,30 @@ class Reducer(wiring.Component):
         drain = Signal(slots)                 # ring positions whose accumulators a closed row awaits
         capture = Signal()
         m.d.comb += capture.eq(tag_out.live & (drain >> phase)[0])
-        issue = ctl3.valid
-        use_out = ~(issue & ctl3.first_visit)     # a slot's first beat in a row adds to +0
+        issue = issue_ctl.valid
+        restart = Signal()                        # a slot's first beat in a row adds to +0
+        m.d.sync += restart.eq(term_ctl.valid & term_ctl.first_visit)
         ring = []
         for lane in range(lanes):
             add = Acc48Add(stages=slots, exponent_width=ew)
             m.submodules[f"loop{lane}"] = add
-            m.d.comb += [add.a.as_value().eq(Mux(use_out, add.sum.as_value(), 0)),
-                         add.b.as_value().eq(Mux(issue, terms[lane].as_value(), 0))]
+            m.d.comb += [add.a.eq(add.sum), add.a_clear.eq(restart), add.b.eq(terms[lane])]
             ring.append(add.sum.as_value())
 
         # Row flags (NaN, +Inf, -Inf seen) and their verdict, carried by the last beat's tag.
         row_flags = Signal(3)
-        flags = Mux(ctl3.start, 0, row_flags) | Cat(ctl3.nan, ctl3.pinf, ctl3.ninf)
+        flags = Mux(issue_ctl.start, 0, row_flags) | Cat(issue_ctl.nan, issue_ctl.pinf, issue_ctl.ninf)
         nan, pinf, ninf = flags[0], flags[1], flags[2]
         with m.If(issue):
             m.d.sync += row_flags.eq(flags)
         with m.If(issue):
-            m.d.comb += [tag_in.live.eq(1), tag_in.slot.eq(ctl3.slot), tag_in.last.eq(ctl3.last),
-                         tag_in.nan.eq(nan | (~ctl3.squares & pinf & ninf)),
-                         tag_in.inf.eq(pinf | ninf), tag_in.inf_sign.eq(~ctl3.squares & ninf)]
+            m.d.comb += [tag_in.live.eq(1), tag_in.slot.eq(issue_ctl.slot), tag_in.last.eq(issue_ctl.last),
+                         tag_in.nan.eq(nan | (~issue_ctl.squares & pinf & ninf)),
+                         tag_in.inf.eq(pinf | ninf), tag_in.inf_sign.eq(~issue_ctl.squares & ninf)]
         with m.Else():                            # recirculate the open row's accumulators
             m.d.comb += [tag_in.as_value().eq(tag_out.as_value()), tag_in.live.eq(tag_out.live & ~capture)]
         m.d.sync += drain.eq((drain & ~(capture << phase)[:slots])
-                             | Mux(issue & ctl3.last, ctl3.drain, 0))
+                             | Mux(issue & issue_ctl.last, issue_ctl.drain, 0))
 
         # ---- lane tree: one slot's `lanes` accumulators per cycle ---------------------------------
         lane_levels = _ceil_log2(lanes)
@@ -383,11 +399,14 @@ class Reducer(wiring.Component):
         with m.If(launch):
             m.d.sync += present.eq(0)
         for s in range(slots):
-            held = Signal(len(slot_sum), name=f"slot_sum{s}")
+            held = Signal(layout, name=f"slot_sum{s}")
             here = lt_tag.slot == s
             with m.If(lt_valid & ~lt_tag.last & here):
                 m.d.sync += [held.eq(slot_sum), present[s].eq(1)]
-            leaves.append(Mux(here, slot_sum, Mux(present[s], held, 0)))
+            # A slot the row never reached counts as +0: an accumulator whose bit 47 is clear.
+            absent = Signal(layout, name=f"slot_leaf{s}")
+            m.d.comb += [absent.eq(held), absent.mag[ACC_BITS - 1].eq(held.mag[ACC_BITS - 1] & present[s])]
+            leaves.append(Mux(here, slot_sum, absent.as_value()))
         slot_levels = _ceil_log2(slots)
         root = Signal(layout)
         m.d.comb += root.as_value().eq(_tree(m, leaves, self._tree_stages, ew, "slot_tree"))
