@@ -50,6 +50,10 @@ class MaxReducer(wiring.Component):
     :attr:`latency` ``= log2(lanes) + 2`` cycles from the transfer of a row's last beat to its
     result on ``o`` (5 for 8 lanes; offered that cycle when nothing is queued); one beat per cycle,
     rows of any length back to back.
+
+    Resources (ECP5)
+    ----------------
+    8 lanes: about 1.7k LUT4 and 535 FF, no multipliers; 116 MHz placed and routed (nextpnr seed 1).
     """
 
     def __init__(self, lanes=8):

@@ -172,6 +172,14 @@ class Reducer(wiring.Component):
     tree_stages * (log2(lanes) + ceil(log2(slots))) + round_stages``, 31 for the defaults. A row of
     ``n`` elements streamed without bubbles from cycle 0 is summed at cycle
     ``ceil(n / lanes) - 1 + latency``. One beat per cycle.
+
+    Resources (ECP5)
+    ----------------
+    ``lanes`` loop adders and ``lanes - 1 + slots - 1`` tree adders (18 ``Acc48Add`` for the
+    defaults, about 1,450 LUT4 and 460 FF each), 2 MULT18X18D per lane. Defaults, Yosys
+    ``synth_ecp5``: 23.5k LUT4 + 3.2k CCU2C (about 30k LUT4 sites), 11.0k FF, 16 MULT18X18D, 24
+    DPR16X4 (the result FIFO). ``Reducer(2, 4)`` placed and routed (nextpnr seed 1): 100 MHz, its
+    critical path in the final ``RoundPack``; a loop adder alone with its loop closed: 110 MHz.
     """
 
     TERM_STAGES = 4
