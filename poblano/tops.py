@@ -41,12 +41,9 @@ TOPS = [
         description="4x4 MXFP4 MAC array, 8 accumulators/PE, products on 9 MULT18 + 7 DP16KD pairs per PE"),
     Top("mx_block_dot", "rtl.mx.block_dot:BlockDot", {},
         description="block-dot unit: 32 E2M1 products, two E8M0 scales, one binary32 accumulate (RNE)"),
-    Top("vpu", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 8}, fpga=True, target_mhz=100,
-        description="vector unit: 8 binary32 lanes (FMA, exp/recip/rsqrt/sigmoid/silu, min/max, bf16), "
-                    "sum/sum_squares/max reducers, 8192-element rows"),
-    Top("vpu_4lanes", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 4}, target_mhz=100,
-        description="the vector unit with 4 lanes (the regression's lane count); "
-                    "poblano fpga --top builds it"),
+    Top("vpu", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 4}, fpga=True, target_mhz=100,
+        description="vector unit, 4 binary32 lanes (the 8-lane default needs about twice the 85F's LUTs): "
+                    "FMA, exp/recip/rsqrt/sigmoid/silu, min/max, bf16; sum/sum_squares/max reducers"),
     Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1}, fpga=True, target_mhz=100,
         synth_opts="-nowidelut -dff",
         description="5-port mesh router: 4 VCs x 4 flits per port, 2 classes, 64-bit flits, XY, credits"),

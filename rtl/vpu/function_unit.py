@@ -238,6 +238,8 @@ class FunctionUnit(wiring.Component):
                     m.d.comb += [den.eq(small_d[41 - OPERAND_BITS:]), e_den.eq(-40 + (41 - OPERAND_BITS))]
                 with m.If(d.op == Op.SILU):
                     m.d.comb += [num.eq(x_num), e_num.eq(x_num_exp)]
+            with m.Default():                    # exp: the quotient is not used
+                m.d.comb += [num.eq(unit), e_num.eq(0), den.eq(unit), e_den.eq(0)]
         quotient_tag = Signal(_Quotient)
         m.d.comb += [
             quotient_tag.exp.eq(d.op == Op.EXP),

@@ -273,8 +273,9 @@ class Reducer(wiring.Component):
                 taken.eq(claimed),
                 row_squares.eq(squares),
             ]
-            with m.If(first_visit):
-                m.d.sync += positions[slot].eq(iphase)
+            for k in range(slots):               # (not positions[slot]: a switch Verilator finds incomplete)
+                with m.If(first_visit & (slot == k)):
+                    m.d.sync += positions[k].eq(iphase)
 
         control = data.StructLayout({
             "valid": 1, "start": 1, "last": 1, "first_visit": 1, "slot": pbits, "drain": slots,
@@ -320,9 +321,11 @@ class Reducer(wiring.Component):
             high, low = nsig2[6:24], nsig2[:6]
             low_sq = Signal(12, name=f"low_sq{lane}")
             with m.Switch(low):
-                for v in range(64):
+                for v in range(63):
                     with m.Case(v):
                         m.d.comb += low_sq.eq(v * v)
+                with m.Default():                # 63
+                    m.d.comb += low_sq.eq(63 * 63)
             hh3 = reg(high * high, f"hh3_{lane}")
             hl3 = reg(high * low, f"hl3_{lane}")
             ll3 = reg(low_sq, f"ll3_{lane}")

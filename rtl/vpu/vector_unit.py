@@ -1,9 +1,7 @@
 """The vector unit: ``lanes`` binary32 lanes, a reducer and a command sequencer, with stream interfaces."""
 
-import functools
-import operator
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -134,6 +132,8 @@ class VectorUnit(wiring.Component):
         to_sum = Signal()                      # rows go to the sum reducer
         to_max = Signal()                      # rows go to the max reducer
         reduction = Signal()
+        uses_b = Signal()                      # the operation reads operand stream b
+        uses_c = Signal()                      # ... and c (every operation reads a)
         rows = Signal(12)
         scalar0 = Signal(32)
         scalar1 = Signal(32)
@@ -152,10 +152,7 @@ class VectorUnit(wiring.Component):
 
         # ---- command acceptance ---------------------------------------------------------------------
         supported = Signal()
-        m.d.comb += supported.eq(0)
-        with m.Switch(self.cmd.payload.op):
-            with m.Case(*SUPPORTED):
-                m.d.comb += supported.eq(1)
+        m.d.comb += supported.eq(Cat(self.cmd.payload.op == each for each in SUPPORTED).any())
         cmd_ok = supported & (self.cmd.payload.length != 0) & (self.cmd.payload.length <= self._max_length)
         error_beat = Signal()
         m.d.comb += self.cmd.ready.eq(~busy & (in_flight == 0) & (credits != 0))
@@ -169,6 +166,8 @@ class VectorUnit(wiring.Component):
                     to_sum.eq((p.op == Op.SUM) | (p.op == Op.SUM_SQUARES)),
                     to_max.eq(p.op == Op.MAX_REDUCE),
                     reduction.eq((p.op == Op.SUM) | (p.op == Op.SUM_SQUARES) | (p.op == Op.MAX_REDUCE)),
+                    uses_b.eq(Cat(p.op == each for each in SUPPORTED if "b" in OPERANDS[each]).any()),
+                    uses_c.eq(Cat(p.op == each for each in SUPPORTED if "c" in OPERANDS[each]).any()),
                     rows.eq(Mux(p.rows == 0, 1, p.rows)), scalar0.eq(p.scalar0), scalar1.eq(p.scalar1),
                     beats_per_row.eq((p.length + lanes - 1) >> log2_lanes),
                     tail.eq(Mux(in_last_beat == 0, lanes, in_last_beat)),
@@ -178,14 +177,8 @@ class VectorUnit(wiring.Component):
                 m.d.comb += [error_beat.eq(1), take.eq(1)]
 
         # ---- issue ----------------------------------------------------------------------------------
-        streams = {"a": self.a, "b": self.b, "c": self.c}
         operands_valid = Signal()
-        m.d.comb += operands_valid.eq(1)
-        with m.Switch(op):
-            for each in SUPPORTED:
-                with m.Case(each):
-                    needed = [streams[name].valid for name in OPERANDS[each]]
-                    m.d.comb += operands_valid.eq(functools.reduce(operator.and_, needed))
+        m.d.comb += operands_valid.eq(self.a.valid & (~uses_b | self.b.valid) & (~uses_c | self.c.valid))
         last_beat = beat == beats_per_row - 1
         last_row = row == rows - 1
         # An element-wise beat needs a result slot; a reduction row needs one at its last beat.
@@ -194,11 +187,7 @@ class VectorUnit(wiring.Component):
         issue = Signal()
         m.d.comb += issue.eq(busy & operands_valid & (~slot_needed | (credits != 0)) & ~error_beat
                              & (~reduction | reducer_ready))
-        with m.Switch(op):
-            for each in SUPPORTED:
-                with m.Case(each):
-                    for name in OPERANDS[each]:
-                        m.d.comb += streams[name].ready.eq(issue)
+        m.d.comb += [self.a.ready.eq(issue), self.b.ready.eq(issue & uses_b), self.c.ready.eq(issue & uses_c)]
         with m.If(issue):
             m.d.comb += take.eq(slot_needed)
             with m.If(last_beat):
@@ -241,6 +230,8 @@ class VectorUnit(wiring.Component):
             for each in ELEMENTWISE:
                 with m.Case(each):
                     m.d.comb += at_output.eq(line[lane0.latency_of(each)])
+            with m.Default():                    # a reduction: no lane results
+                m.d.comb += at_output.eq(0)
 
         # ---- reducers -----------------------------------------------------------------------------
         # Rows go to the sum reducer or the max reducer; each answers one binary32 per row, in order.
