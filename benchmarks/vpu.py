@@ -2,7 +2,7 @@
 
 Figures (simulation cycle counts and nextpnr's report, never wall-clock asserts):
 
-* cycles of every operation the default build runs (8 lanes, 4 slots), one row of n = 64, 1024 and
+* cycles of every operation the FPGA build runs (4 lanes, 4 slots), one row of n = 64, 1024 and
   8192 elements with random operands, from the command's acceptance to its last result beat, no idle
   cycles or stalls; every result checked bit for bit against the golden model
   (``verification/vpu/bench_vector_unit.py``), against the goals: element-wise ``lanes`` results per
@@ -28,7 +28,7 @@ from poblano.flows import fpga
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LENGTHS = (64, 1024, 8192)
-LANES, SLOTS = 8, 4
+LANES, SLOTS = 4, 4          # the FPGA build's configuration (poblano fpga --top vpu)
 
 
 def run_simulation(lengths, sim="verilator"):
@@ -101,7 +101,7 @@ def markdown(s):
     lines = [
         "# Vector-unit benchmark",
         "",
-        f"Default build of `rtl.vpu.vector_unit.VectorUnit`: {LANES} lanes, {SLOTS} slots, DSP products.",
+        f"`rtl.vpu.vector_unit.VectorUnit` with {LANES} lanes and {SLOTS} slots (the FPGA build), DSP products.",
         "Reproduce: `.venv/bin/python -m benchmarks.vpu` (or `make bench`); accuracy:",
         "`.venv/bin/python -m benchmarks.vpu_accuracy` and `... --exhaustive exp,reciprocal`.",
         "",
