@@ -101,7 +101,7 @@ def markdown(s):
     lines = [
         "# Vector-unit benchmark",
         "",
-        f"`rtl.vpu.vector_unit.VectorUnit` with {LANES} lanes and {SLOTS} slots (the FPGA build), DSP products.",
+        f"`rtl.vpu.vector_unit.VectorUnit`, {LANES} lanes and {SLOTS} slots (the FPGA build), DSP products.",
         "Reproduce: `.venv/bin/python -m benchmarks.vpu` (or `make bench`); accuracy:",
         "`.venv/bin/python -m benchmarks.vpu_accuracy` and `... --exhaustive exp,reciprocal`.",
         "",
