@@ -15,6 +15,7 @@ from amaranth.sim import Simulator
 
 from rtl.vpu.fp32_compare import Fp32MinMax
 from sim_models import vpu
+from verification.pipeline import run_pipeline
 
 SPECIALS = [0x0000_0000, 0x7F80_0000, 0x7FC0_0000, 0x7F80_0001, 0x7FBF_FFFF, 0x7FFF_FFFF, 0x7FC0_1234,
             0x0000_0001, 0x0000_0002, 0x007F_FFFF, 0x0080_0000, 0x0080_0001, 0x7F7F_FFFF, 0x7F7F_FFFE,
@@ -29,44 +30,21 @@ def expected(vectors):
     return [int(x) for x in np.where(op == 1, vpu._min_bits(a, b), vpu._max_bits(a, b))]
 
 
-def stream(dut, ports, vectors, latency, enable=None, junk=None):
-    """Present ``vectors`` on ``ports`` one per enabled cycle; return ``dut.result`` for each in order.
+def stream(dut, names, vectors, enable=None, junk=None):
+    """Present ``vectors`` (tuples for the ports ``names``) one per enabled cycle; return the results.
 
     With ``enable(cycle)`` low the inputs carry ``junk()`` instead, which the pipeline must ignore.
     """
-    results = []
-
-    async def tb(ctx):
-        issued, cycle, ages = 0, 0, []
-        while len(results) < len(vectors):
-            en = 1 if enable is None else enable(cycle)
-            values = vectors[issued] if en and issued < len(vectors) else (junk() if junk else None)
-            if values is not None:
-                for port, value in zip(ports, values, strict=True):
-                    ctx.set(port, value)
-            ctx.set(dut.en, en)
-            await ctx.tick()
-            cycle += 1
-            if en:
-                ages = [age + 1 for age in ages]
-                if issued < len(vectors):
-                    ages.append(1)
-                    issued += 1
-                if ages and ages[0] == latency:
-                    ages.pop(0)
-                    results.append(ctx.get(dut.result))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return results
+    got = run_pipeline(dut, [dict(zip(names, v, strict=True)) for v in vectors], ["result"],
+                       enable_pattern=enable,
+                       junk=(lambda: dict(zip(names, junk(), strict=True))) if junk else None)
+    return [g["result"] for g in got]
 
 
 def check(vectors, stages=Fp32MinMax.DEFAULT_STAGES, **kwargs):
     dut = Fp32MinMax(stages)
     assert dut.latency == stages
-    got = stream(dut, (dut.a, dut.b, dut.op), vectors, dut.latency, **kwargs)
+    got = stream(dut, ("a", "b", "op"), vectors, **kwargs)
     want = expected(vectors)
     bad = [(v, g, w) for v, g, w in zip(vectors, got, want, strict=True) if g != w]
     assert not bad, f"Fp32MinMax({stages}): {len(bad)} mismatches\n" + "\n".join(

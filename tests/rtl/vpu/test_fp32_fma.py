@@ -11,11 +11,11 @@ through the pipeline; one test toggles ``en`` randomly.
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from rtl.vpu.fp32_fma import Fp32Fma
 from sim_models import fp32
 from sim_models.vpu import _fma_scalar
+from verification.pipeline import run_pipeline
 
 QNAN = fp32.QNAN
 SIGN = fp32.SIGN_BIT
@@ -27,37 +27,10 @@ def run(dut, vectors, enable=None):
 
     With ``enable(cycle)`` low, ``en`` is low and the operands carry junk the pipeline must ignore.
     """
-    latency = dut.latency
-    results = []
     junk = random.Random(0)
-
-    async def tb(ctx):
-        issued, cycle, ages = 0, 0, []        # ages: enabled edges seen by each vector in flight
-        while len(results) < len(vectors):
-            en = 1 if enable is None else enable(cycle)
-            if en and issued < len(vectors):
-                operands = vectors[issued]
-            else:
-                operands = [junk.getrandbits(32) for _ in range(3)]
-            for port, value in zip((dut.a, dut.b, dut.c), operands, strict=True):
-                ctx.set(port, value)
-            ctx.set(dut.en, en)
-            await ctx.tick()
-            cycle += 1
-            if en:
-                ages = [age + 1 for age in ages]
-                if issued < len(vectors):
-                    ages.append(1)
-                    issued += 1
-                if ages and ages[0] == latency:
-                    ages.pop(0)
-                    results.append(ctx.get(dut.result))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return results
+    got = run_pipeline(dut, [dict(zip("abc", v, strict=True)) for v in vectors], ["result"],
+                       enable_pattern=enable, junk=lambda: {port: junk.getrandbits(32) for port in "abc"})
+    return [g["result"] for g in got]
 
 
 def check(vectors, multiplier="dsp", enable=None):

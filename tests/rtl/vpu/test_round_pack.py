@@ -10,10 +10,10 @@ seeded random vectors. Vectors stream one per cycle; one test toggles ``en`` ran
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from rtl.vpu.round_pack import QNAN, RoundPack, spread_registers
 from sim_models import fp32
+from verification.pipeline import run_pipeline
 
 CONFIGS = [(28, 9), (48, 10), (50, 12), (34, 11), (24, 8), (3, 4)]
 PORTS = ("sign", "magnitude", "exponent", "nan", "inf")
@@ -32,42 +32,10 @@ def stream(dut, vectors, enable=None, junk=None):
 
     With ``enable(cycle)`` low the inputs carry ``junk()`` instead, which the pipeline must ignore.
     """
-    latency = dut.latency
-    ports = [getattr(dut, name) for name in PORTS]
-    results = []
-
-    async def tb(ctx):
-        issued, cycle, ages = 0, 0, []
-        while len(results) < len(vectors):
-            en = 1 if enable is None else enable(cycle)
-            values = vectors[issued] if en and issued < len(vectors) else (junk() if junk else None)
-            if values is not None:
-                for port, value in zip(ports, values, strict=False):
-                    ctx.set(port, value)
-            ctx.set(dut.en, en)
-            if latency == 0 and en and issued < len(vectors):
-                results.append(ctx.get(dut.result))
-            if latency:
-                await ctx.tick()
-            else:
-                await ctx.delay(1e-8)              # combinational: no clock domain at all
-            cycle += 1
-            if en and latency:
-                ages = [age + 1 for age in ages]
-                if issued < len(vectors):
-                    ages.append(1)
-                if ages and ages[0] == latency:
-                    ages.pop(0)
-                    results.append(ctx.get(dut.result))
-            if en and issued < len(vectors):
-                issued += 1
-
-    sim = Simulator(dut)
-    if latency:
-        sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return results
+    got = run_pipeline(dut, [dict(zip(PORTS, v, strict=False)) for v in vectors], ["result"],
+                       enable_pattern=enable,
+                       junk=(lambda: dict(zip(PORTS, junk(), strict=False))) if junk else None)
+    return [g["result"] for g in got]
 
 
 def check(vectors, width, exp_width, stages=RoundPack.DEFAULT_STAGES, **kwargs):
