@@ -2,6 +2,7 @@
 
 import os
 import shlex
+import signal
 from pathlib import Path
 
 from poblano.errors import UsageError
@@ -134,6 +135,10 @@ def _report_only(report, files, everything):
     return 0
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run(args):
     from poblano.mutation import campaign as campaign_mod
     from poblano.mutation import report
@@ -159,6 +164,9 @@ def run(args):
     current = os.nice(0)
     if current < 19:
         os.nice(19 - current)
+    # A TERM stops the run in flight and removes the scratch tree, as Ctrl-C does; results so far
+    # are in the cache, so the same command resumes.
+    signal.signal(signal.SIGTERM, _interrupted)
     command = _command(args)
     results = campaign.run(files)
     entries = [report.entry(r, ROOT, command, args.fast_only) for r in results]

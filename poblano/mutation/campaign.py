@@ -9,7 +9,8 @@ same tests, or with no test ending for ``timeout_factor`` times the longest test
 counted as *timed out*.
 
 A result is cached under ``build/mutation/cache/`` by a key made of the mutant, the pytest
-arguments and the content of every project file the RTL file and its tests import (transitively),
+arguments and the content of every project file the RTL file and its tests import (transitively; for formal
+proofs, the files that define the proofs that run),
 so a re-run redoes only what changed.
 """
 
@@ -195,6 +196,19 @@ class Scratch:
         return Outcome("error", seconds, f"pytest exit status {proc.returncode}: {tail}"[:300], gap[0])
 
 
+def _remove_stale_scratch(build):
+    """Scratch trees left by campaigns that were killed (their process is gone)."""
+    for stale in Path(build).glob("scratch-*"):
+        try:
+            os.kill(int(stale.name.removeprefix("scratch-")), 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(stale, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
 def _argued_equivalent(path, m):
     return equivalent.reason(path, m.function, m.before, m.after) is not None
 
@@ -247,9 +261,12 @@ class Campaign:
     def selection(self, path):
         if self._selection is not None:
             return self._selection(path)
-        if not hasattr(self, "_proofs"):
-            self._proofs = mapping.proof_names()
-        return mapping.selection_for(self.root, path, self._proofs)
+        return mapping.selection_for(self.root, path, list(self.proof_files()))
+
+    def proof_files(self):
+        if not hasattr(self, "_proof_files"):
+            self._proof_files = mapping.proof_files()
+        return self._proof_files
 
     def mutants(self, path, root=None):
         """(sampled mutants, total) of the file ``path``."""
@@ -275,6 +292,7 @@ class Campaign:
     # -- running --------------------------------------------------------------------------------
     def run(self, paths):
         """Run every file in ``paths``; a list of :class:`FileResult`."""
+        _remove_stale_scratch(self.build)
         results = []
         with Scratch(self.root, self.build / f"scratch-{os.getpid()}", env=self.env) as scratch:
             for path in paths:
@@ -294,11 +312,12 @@ class Campaign:
         result = FileResult(path, sel, sampled_from=total)
         result.rtl_hash = self._stage_hash(tree, [path])
         common = ["pyproject.toml", "tests/conftest.py"]
-        formal = [p.relative_to(tree).as_posix()
-                  for p in sorted((tree / "verification" / "formal").glob("*.py"))]
+        formal = []
+        if sel.proofs:                  # the files of the proofs that run, not every proof file
+            files = self.proof_files()
+            formal = ["verification/formal/proof.py", *sorted({files[n] for n in sel.proofs if n in files})]
         stages = {
-            "fast": (sel.fast_args(), self._stage_hash(tree, sel.fast_files(),
-                                                        common + (formal if sel.proofs else []))),
+            "fast": (sel.fast_args(), self._stage_hash(tree, sel.fast_files(), common + formal)),
             "cocotb": (sel.cocotb_args(), self._stage_hash(tree, sel.cocotb, common)),
         }
         baselines = {}

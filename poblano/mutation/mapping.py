@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Selection", "OVERRIDES", "selection_for", "rtl_files", "proof_names", "local_closure",
-           "PROOFS_FILE"]
+__all__ = ["Selection", "OVERRIDES", "selection_for", "rtl_files", "proof_names", "proof_files",
+           "local_closure", "PROOFS_FILE"]
 
 PROOFS_FILE = "tests/formal/test_proofs.py"
 _LOCAL_PACKAGES = ("rtl", "sim_models", "verification", "poblano", "tests")
@@ -129,11 +129,30 @@ def rtl_files(root):
                   if p.name != "__init__.py")
 
 
-def proof_names():
-    """Names of every formal proof, in discovery order (imports the proofs of the working tree)."""
-    from verification.formal import proof
+def proof_files():
+    """{proof name: the file of ``verification/formal`` that defines it}, in discovery order.
 
-    return [p.name for p in proof.discover()]
+    The same walk as :func:`verification.formal.proof.discover` (it imports the proofs of the
+    working tree); a result depends on the files of the proofs it ran, not on every proof file.
+    """
+    import importlib
+    import pkgutil
+
+    from verification import formal
+
+    found = {}
+    for info in sorted(pkgutil.iter_modules(formal.__path__), key=lambda i: i.name):
+        if info.name == "proof":
+            continue
+        module = importlib.import_module(f"verification.formal.{info.name}")
+        for p in getattr(module, "PROOFS", []):
+            found[p.name] = f"verification/formal/{info.name}.py"
+    return found
+
+
+def proof_names():
+    """Names of every formal proof, in discovery order."""
+    return list(proof_files())
 
 
 def _has_cocotb_cases(path):

@@ -5,6 +5,7 @@ second each); no real mutation campaign runs.
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -115,6 +116,9 @@ def test_mapping_of_the_issue_example_and_every_rtl_file(request):
         mapping.selection_for(root, path, names)
     for path in mapping.OVERRIDES:
         assert (root / path).is_file(), f"stale entry in OVERRIDES: {path}"
+    # A result depends on the file defining its proofs, not on every proof file.
+    files = mapping.proof_files()
+    assert {files[p] for p in sel.proofs} == {"verification/formal/mx_fp32_accumulate.py"}
 
 
 def test_closure_follows_local_imports(request):
@@ -227,6 +231,14 @@ def test_clean_run_sets_the_timeout_and_a_failing_clean_run_is_reported(tmp_path
     broken = _campaign(root, tmp_path / "out", max_mutants=1)
     (result,) = broken.run(["toyrtl/gate.py"])
     assert broken.runs == 1 and "unmutated tree" in result.error and result.results == []
+
+
+def test_scratch_trees_of_dead_campaigns_are_removed(tmp_path):
+    dead, alive = tmp_path / "scratch-999999999", tmp_path / f"scratch-{os.getpid()}"
+    for d in (dead, alive):
+        (d / "tree").mkdir(parents=True)
+    campaign._remove_stale_scratch(tmp_path)
+    assert not dead.exists() and alive.exists()
 
 
 def test_a_run_past_its_timeout_is_stopped_and_counted_timed_out(tmp_path):
