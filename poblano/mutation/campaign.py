@@ -34,6 +34,7 @@ __all__ = ["TOOL_VERSION", "MIN_TIMEOUT", "Outcome", "MutantResult", "FileResult
 #: Part of every cache key: bump it when a change to the mutator or the runner changes results.
 TOOL_VERSION = "1"
 MIN_TIMEOUT = 30.0
+_FROZEN = 10.0      # a watchdog poll (every 0.2 s) this late means the machine paused or starved it
 STATUSES = ("killed", "timed out", "survived", "untested", "error")
 
 _COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".pytest_cache",
@@ -150,7 +151,9 @@ class Scratch:
 
         ``timeout`` bounds the whole run; ``silence`` bounds the time without output (``pytest -q``
         writes a character as each test ends, so it bounds one test). Past either, the run and
-        every process it started are stopped and it is *timed out*.
+        every process it started are stopped and it is *timed out*. A stretch in which this
+        watchdog itself did not run (the machine paused or starved it) counts towards neither, and
+        not towards the run's time: it would otherwise time out a run that did nothing wrong.
         """
         # One process: the project's addopts has no -n, and PYTEST_ADDOPTS is dropped from env().
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
@@ -169,11 +172,15 @@ class Scratch:
 
         thread = threading.Thread(target=reader, daemon=True)
         thread.start()
-        why = None
+        why, frozen, tick = None, 0.0, start
         try:
             while proc.poll() is None:
                 now = time.monotonic()
-                if timeout is not None and now - start > timeout:
+                if now - tick > _FROZEN:           # this loop did not run: do not count the gap
+                    frozen += now - tick
+                    last[0] = max(last[0], now)
+                tick = now
+                if timeout is not None and now - start - frozen > timeout:
                     why = f"no result after {timeout:.0f} s"
                 elif silence is not None and now - last[0] > silence:
                     why = f"no test ended for {silence:.0f} s"
@@ -184,7 +191,7 @@ class Scratch:
             _kill_group(proc)                      # also whatever the run left behind
             thread.join(timeout=10)
             proc.stdout.close()
-        seconds = time.monotonic() - start
+        seconds = time.monotonic() - start - frozen
         out = b"".join(chunks).decode(errors="replace")
         if why:
             return Outcome("timed out", seconds, why, gap[0])
