@@ -42,7 +42,7 @@ def run_simulation(lengths, sim="verilator"):
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         out = Path(tmp) / "bench.json"
         run_cocotb(lambda: VectorUnit(LANES, slots=SLOTS), toplevel="vpu", config=config,
-                   test_module="verification.vpu.bench_vector_unit", sim=sim, seed=2026,
+                   test_module="verification.vpu.bench_vector_unit", sim=sim, seed=2026, ports_only=True,
                    extra_env={"POBLANO_VPU_BENCH_OUT": str(out),
                               "POBLANO_VPU_BENCH_LENGTHS": ",".join(map(str, lengths))})
         cycles = json.loads(out.read_text())
