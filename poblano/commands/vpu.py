@@ -238,6 +238,9 @@ def simulate(op, ops, lanes):
         job["scalar0"] = ops["scalar"].view(np.uint32)
     if op == "clamp":
         job["scalar0"], job["scalar1"] = ops["lo"].view(np.uint32), ops["hi"].view(np.uint32)
+    if op == "rmsnorm":
+        job["b"] = np.broadcast_to(ops["gain"], x.shape).view(np.uint32).reshape(rows, n)
+        job["scalar0"] = ops["eps"].view(np.uint32)
     config = {"lanes": lanes, "slots": RTL_SLOTS, "max_length": 8192,
               "supported": [o.name for o in SUPPORTED]}
     work = BUILD_ROOT / "vpu_cli"

@@ -11,14 +11,17 @@ from rtl.vpu.isqrt import IntegerSqrt
 from rtl.vpu.layouts import Op
 from rtl.vpu.round_pack import QNAN, RoundPack
 
-__all__ = ["FunctionUnit", "FUNCTIONS"]
+__all__ = ["FunctionUnit", "FUNCTIONS", "EXPONENT"]
 
 FUNCTIONS = (Op.EXP, Op.RECIPROCAL, Op.RSQRT, Op.SIGMOID, Op.SILU)
-"""The operations this unit computes; any other ``op`` gives a meaningless result."""
+"""The element-wise functions this unit computes (and softmax's quotient, ``Op.SOFTMAX``); any other
+``op`` gives a meaningless result."""
 
 _ONE = 0x3F80_0000
 _EXP_LIMIT_BIASED = 134        # |x| >= 128: exp, sigmoid and silu saturate
 _EXPONENT = signed(12)         # every exponent on the way; covers -362..+184 with room
+EXPONENT = _EXPONENT
+"""Shape of the unit's exponents (``divisor_exp``)."""
 
 # What travels beside the operands from the decode stage to the divider's inputs.
 _Decoded = data.StructLayout({
@@ -82,6 +85,11 @@ class FunctionUnit(wiring.Component):
     * :class:`~rtl.vpu.divider.Divider`, then :class:`~rtl.vpu.round_pack.RoundPack` of
       ``2 * quotient + sticky`` (or of exp's ``m``), then the override.
 
+    ``Op.SOFTMAX`` computes softmax's output ``divide_core(m, n - 32, divisor, divisor_exp)`` for
+    ``x = fl(x_i - max) <= 0`` (``exp_core(x) = (m, n)``; ``+0`` for ``x <= -128`` and ``-Inf``), and
+    shows the exponential core's ``(m, n)`` and that zero verdict on ``core_m``, ``core_n`` and
+    ``core_zero`` :attr:`core_latency` cycles after ``x``: the terms of softmax's exact sum.
+
     Parameters
     ----------
     multiplier : ``"dsp"`` or ``"lut"``
@@ -90,9 +98,14 @@ class FunctionUnit(wiring.Component):
     Interface attributes
     --------------------
     op : ``In(Op)``
-        One of :data:`FUNCTIONS`, sampled with ``x``.
+        One of :data:`FUNCTIONS` or ``Op.SOFTMAX``, sampled with ``x``.
     x : ``In(32)``
         Binary32 operand.
+    divisor : ``In(34)``, divisor_exp : ``In(EXPONENT)``
+        Softmax's denominator ``divisor * 2**divisor_exp`` (``divisor`` normalized: bit 33 set), read
+        :attr:`core_latency` cycles after ``x``.
+    core_m : ``Out(34)``, core_n : ``Out(signed(9))``, core_zero : ``Out(1)``
+        ``exp_core(x)`` and whether the softmax term is zero, :attr:`core_latency` cycles after ``x``.
     en : ``In(1)``, default 1
         Clock enable of every pipeline register: with ``en`` low the whole pipeline holds.
     result : ``Out(32)``
@@ -113,14 +126,24 @@ class FunctionUnit(wiring.Component):
         super().__init__({
             "op": In(Op),
             "x": In(32),
+            "divisor": In(OPERAND_BITS),
+            "divisor_exp": In(_EXPONENT),
             "en": In(1, init=1),
             "result": Out(32),
+            "core_m": Out(OPERAND_BITS),
+            "core_n": Out(signed(9)),
+            "core_zero": Out(1),
         })
 
     @property
     def middle_latency(self):
         """Cycles of the parallel exponential core and square root."""
         return max(self._exp_core.latency, self._sqrt.latency)
+
+    @property
+    def core_latency(self):
+        """Cycles from ``x`` to ``core_m``, ``core_n`` and ``core_zero`` (and to ``divisor``'s use)."""
+        return 1 + self.middle_latency
 
     @property
     def latency(self):
@@ -178,6 +201,8 @@ class FunctionUnit(wiring.Component):
             with m.Case(Op.SILU):
                 m.d.comb += [override.eq(nan | big | zero),
                              value.eq(Mux(nan, QNAN, Mux(low, neg_zero, x)))]
+            with m.Case(Op.SOFTMAX):             # x = fl(x_i - max) <= 0: -Inf and x <= -128 give +0
+                m.d.comb += [override.eq(nan | big), value.eq(Mux(nan, QNAN, 0))]
             with m.Default():
                 m.d.comb += [override.eq(1), value.eq(QNAN)]
 
@@ -200,6 +225,7 @@ class FunctionUnit(wiring.Component):
         exp_n = _delay(m, en, exp_core.n, middle - exp_core.latency, "exp_n")
         root = _delay(m, en, sqrt.root, middle - sqrt.latency, "root")
         d = _delay(m, en, d_reg, middle, "decoded")
+        m.d.comb += [self.core_m.eq(em), self.core_n.eq(exp_n), self.core_zero.eq(d.override)]
 
         # ---- the divider's operands ----------------------------------------------------------------
         # 1 + e**-x (sim_models.vpu._one_plus_exp_neg): n >= 0 adds 2**(32 - n) (dropped above 32);
@@ -238,6 +264,10 @@ class FunctionUnit(wiring.Component):
                     m.d.comb += [den.eq(small_d[41 - OPERAND_BITS:]), e_den.eq(-40 + (41 - OPERAND_BITS))]
                 with m.If(d.op == Op.SILU):
                     m.d.comb += [num.eq(x_num), e_num.eq(x_num_exp)]
+            with m.Case(Op.SOFTMAX):             # m * 2**(n - 32) / divisor, m normalized to 34 bits
+                m.d.comb += [num.eq(Mux(em[OPERAND_BITS - 1], em, em << 1)),
+                             e_num.eq(n - 32 - ~em[OPERAND_BITS - 1]),
+                             den.eq(self.divisor), e_den.eq(self.divisor_exp)]
             with m.Default():                    # exp: the quotient is not used
                 m.d.comb += [num.eq(unit), e_num.eq(0), den.eq(unit), e_den.eq(0)]
         quotient_tag = Signal(_Quotient)

@@ -1,16 +1,24 @@
 """One lane of the vector unit: every element-wise operation on one binary32 element per cycle."""
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.vpu.divider import OPERAND_BITS
 from rtl.vpu.fp32_compare import Fp32MinMax
 from rtl.vpu.fp32_fma import Fp32Fma
-from rtl.vpu.function_unit import FUNCTIONS, FunctionUnit
+from rtl.vpu.function_unit import EXPONENT, FUNCTIONS, FunctionUnit
 from rtl.vpu.layouts import ELEMENTWISE, Op
+from rtl.vpu.rms_output import RmsOutput
+from rtl.vpu.rms_scale import SCALE_EXPONENT
 from rtl.vpu.round_pack import QNAN
 
-__all__ = ["Lane"]
+__all__ = ["Lane", "LANE_OPS", "GRID_BITS"]
+
+LANE_OPS = ELEMENTWISE + (Op.RMSNORM, Op.SOFTMAX)
+"""What a lane computes: the element-wise operations and the per-element work of the composites."""
+GRID_BITS = 62
+"""Width of a softmax term on the 2**-60 grid, ``floor(E * 2**60) <= 2**60`` (with room)."""
 
 _ONE = 0x3F80_0000
 _NEG_ZERO = 0x8000_0000
@@ -40,7 +48,12 @@ class Lane(wiring.Component):
     * two :class:`~rtl.vpu.fp32_compare.Fp32MinMax` give ``max``, ``min`` and ``clamp`` (``max`` with
       ``scalar0``, then ``min`` with ``scalar1``);
     * ``to_bf16`` (round to nearest even on the bit pattern, NaN to ``0x7FC0``, result in bits 15..0)
-      and ``from_bf16`` (``a[15:0] << 16``, NaN to the canonical NaN) take one cycle.
+      and ``from_bf16`` (``a[15:0] << 16``, NaN to the canonical NaN) take one cycle;
+    * ``rmsnorm``: :class:`~rtl.vpu.rms_output.RmsOutput` of ``a`` (``x``) and ``b`` (the gain) with the
+      row's scale ``r_sig * 2**r_lsb``;
+    * ``softmax``: ``d = fl(a - max)`` on the FMA (``a * 1 + neg_max``), chained into the function
+      unit's softmax quotient by ``divisor * 2**divisor_exp``; ``grid`` shows ``floor(exp(d) * 2**60)``
+      (the term of the row's exact sum) :attr:`grid_latency` cycles after ``a``.
 
     There is no valid signal: the caller issues operands every cycle it likes and knows that the
     result of ``op`` appears :meth:`latency_of` cycles later. ``op``, ``scalar0`` and ``scalar1``
@@ -60,8 +73,16 @@ class Lane(wiring.Component):
         Operands (binary32 patterns; ``a[15:0]`` a bfloat16 pattern for ``from_bf16``).
     scalar0, scalar1 : ``In(32)``
         The command's scalars: the factor of ``scale``, the bounds of ``clamp``.
+    r_sig : ``In(24)``, r_lsb : ``In(SCALE_EXPONENT)``
+        RMSNorm's row scale, read with ``a``.
+    neg_max : ``In(32)``
+        Softmax: minus the row's maximum, read with ``a``.
+    divisor : ``In(34)``, divisor_exp : ``In(EXPONENT)``
+        Softmax: the row's sum, read :attr:`grid_latency` - 1 cycles after ``a``.
     result : ``Out(32)``
         The result of the operands issued :meth:`latency_of` ``(op)`` cycles earlier.
+    grid : ``Out(GRID_BITS)``
+        Softmax's term of the ``a`` issued :attr:`grid_latency` cycles earlier.
     """
 
     def __init__(self, *, multiplier="dsp"):
@@ -69,6 +90,7 @@ class Lane(wiring.Component):
         self._functions = FunctionUnit(multiplier=multiplier)
         self._minmax = Fp32MinMax()
         self._clamp_hi = Fp32MinMax()
+        self._rms = RmsOutput(multiplier=multiplier)
         super().__init__({
             "op": In(Op),
             "a": In(32),
@@ -76,11 +98,22 @@ class Lane(wiring.Component):
             "c": In(32),
             "scalar0": In(32),
             "scalar1": In(32),
+            "r_sig": In(24),
+            "r_lsb": In(SCALE_EXPONENT),
+            "neg_max": In(32),
+            "divisor": In(OPERAND_BITS),
+            "divisor_exp": In(EXPONENT),
             "result": Out(32),
+            "grid": Out(GRID_BITS),
         })
 
+    @property
+    def grid_latency(self):
+        """Cycles from ``a`` to ``grid`` (softmax)."""
+        return self._fma.latency + self._functions.core_latency + 1
+
     def latency_of(self, op):
-        """Cycles from operands to ``result`` for ``op`` (an :class:`Op` of :data:`ELEMENTWISE`)."""
+        """Cycles from operands to ``result`` for ``op`` (an :class:`Op` of :data:`LANE_OPS`)."""
         op = Op(op)
         if op in _FMA_OPS:
             path = self._fma.latency
@@ -94,13 +127,17 @@ class Lane(wiring.Component):
             path = self._minmax.latency + self._clamp_hi.latency
         elif op in (Op.TO_BF16, Op.FROM_BF16):
             path = 1
+        elif op == Op.RMSNORM:
+            path = self._rms.latency
+        elif op == Op.SOFTMAX:
+            path = self._fma.latency + self._functions.latency
         else:
             raise ValueError(f"{op} is not an element-wise operation")
         return path + 1
 
     @property
     def max_latency(self):
-        return max(self.latency_of(op) for op in ELEMENTWISE)
+        return max(self.latency_of(op) for op in LANE_OPS)
 
     def elaborate(self, platform):
         m = Module()
@@ -108,10 +145,26 @@ class Lane(wiring.Component):
         m.submodules.functions = functions = self._functions
         m.submodules.minmax = minmax = self._minmax
         m.submodules.clamp_hi = clamp_hi = self._clamp_hi
+        m.submodules.rms = rms = self._rms
         op, a, b, c = self.op, self.a, self.b, self.c
 
-        # Function unit: swiglu runs silu.
-        m.d.comb += [functions.op.eq(Mux(op == Op.SWIGLU, Op.SILU, op)), functions.x.eq(a)]
+        # Function unit: swiglu runs silu; softmax takes fl(a - max) from the FMA.
+        m.d.comb += [
+            functions.op.eq(Mux(op == Op.SWIGLU, Op.SILU, op)),
+            functions.x.eq(Mux(op == Op.SOFTMAX, fma.result, a)),
+            functions.divisor.eq(self.divisor), functions.divisor_exp.eq(self.divisor_exp),
+        ]
+        # Softmax's term on the 2**-60 grid: m * 2**(n + 28), truncated (m << 28 >> -n, n <= 0).
+        shift = Signal(7)
+        m.d.comb += shift.eq(Mux(functions.core_n >= 0, 0,
+                                 Mux(functions.core_n < -(GRID_BITS - 1), GRID_BITS, -functions.core_n)))
+        with m.If(functions.core_zero):
+            m.d.sync += self.grid.eq(0)
+        with m.Else():
+            m.d.sync += self.grid.eq(Cat(Const(0, 28), functions.core_m)[:GRID_BITS] >> shift)
+
+        # RMSNorm's output.
+        m.d.comb += [rms.x.eq(a), rms.gain.eq(b), rms.r_sig.eq(self.r_sig), rms.r_lsb.eq(self.r_lsb)]
 
         # FMA operands.
         b_late = delay(m, b, functions.latency, "swiglu_up")
@@ -124,6 +177,8 @@ class Lane(wiring.Component):
                 m.d.comb += [fma.a.eq(a), fma.b.eq(self.scalar0), fma.c.eq(_NEG_ZERO)]
             with m.Case(Op.SWIGLU):
                 m.d.comb += [fma.a.eq(functions.result), fma.b.eq(b_late), fma.c.eq(_NEG_ZERO)]
+            with m.Case(Op.SOFTMAX):
+                m.d.comb += [fma.a.eq(a), fma.b.eq(_ONE), fma.c.eq(self.neg_max)]
             with m.Default():
                 m.d.comb += [fma.a.eq(a), fma.b.eq(b), fma.c.eq(c)]
 
@@ -152,8 +207,10 @@ class Lane(wiring.Component):
         with m.Switch(op):
             with m.Case(*_FMA_OPS, Op.SWIGLU):
                 m.d.sync += self.result.eq(fma.result)
-            with m.Case(*FUNCTIONS):
+            with m.Case(*FUNCTIONS, Op.SOFTMAX):
                 m.d.sync += self.result.eq(functions.result)
+            with m.Case(Op.RMSNORM):
+                m.d.sync += self.result.eq(rms.result)
             with m.Case(Op.MAX, Op.MIN):
                 m.d.sync += self.result.eq(minmax.result)
             with m.Case(Op.CLAMP):

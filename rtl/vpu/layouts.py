@@ -7,7 +7,7 @@ element 0 there; testbenches, the command line and the golden-model adapters pac
 
 from amaranth.lib import data, enum
 
-__all__ = ["FP32", "MAX_LENGTH", "Op", "ELEMENTWISE", "REDUCTIONS", "COMPOSITES", "OPERANDS",
+__all__ = ["FP32", "MAX_LENGTH", "Op", "ELEMENTWISE", "REDUCTIONS", "COMPOSITES", "OPERANDS", "PASSES",
            "VpuCommand", "vector_beat", "result_beat"]
 
 FP32 = 32
@@ -50,7 +50,12 @@ ELEMENTWISE = (Op.ADD, Op.SUB, Op.MUL, Op.FMA, Op.MAX, Op.MIN, Op.SCALE, Op.CLAM
 REDUCTIONS = (Op.SUM, Op.SUM_SQUARES, Op.MAX_REDUCE)
 """One result per row (in lane 0 of a single beat)."""
 COMPOSITES = (Op.RMSNORM, Op.SOFTMAX, Op.ROPE, Op.TOPK)
-"""Several passes over a row held in the unit's buffer."""
+"""Operations of several steps over a whole row."""
+
+PASSES = {Op.RMSNORM: 2, Op.SOFTMAX: 3}
+"""Times each row of these composites arrives on operand stream ``a``, back to back (the unit keeps
+no copy of a row): rmsnorm's sum of squares, then its output; softmax's maximum, its sum, then its
+output. Operand ``b`` (rmsnorm's gain) arrives once per row, with the last pass."""
 
 OPERANDS = {
     Op.ADD: "ab", Op.SUB: "ab", Op.MUL: "ab", Op.FMA: "abc", Op.MAX: "ab", Op.MIN: "ab",

@@ -10,7 +10,7 @@ from rtl.mx.fp32_accumulate import leading_zeros
 from rtl.vpu.accumulator import ACC_BITS, DEFAULT_EXPONENT_WIDTH, Acc48Add, acc_layout
 from rtl.vpu.round_pack import RoundPack
 
-__all__ = ["Reducer", "beat_layout", "delay", "result_queue"]
+__all__ = ["Reducer", "beat_layout", "exact_layout", "delay", "result_queue"]
 
 
 def beat_layout(lanes):
@@ -29,6 +29,11 @@ def beat_layout(lanes):
         "last": 1,
         "squares": 1,
     })
+
+
+def exact_layout(exponent_width=DEFAULT_EXPONENT_WIDTH):
+    """A row's sum before its rounding to binary32: the accumulator and the row's special verdict."""
+    return data.StructLayout({"acc": acc_layout(exponent_width), "nan": 1, "inf": 1})
 
 
 def delay(m, value, cycles, name):
@@ -164,6 +169,10 @@ class Reducer(wiring.Component):
         does not take wait in a FIFO of :attr:`queue_depth` entries, and ``i.ready`` goes low while
         that many rows are in the unit with their results not yet taken (never with a consumer
         that is always ready).
+    exact : ``Out(exact_layout(exponent_width))``
+        The result offered on ``o`` before its rounding: the accumulator (48 bits, never overflowing)
+        and whether the row held NaN (or, for ``sum``, both infinities) or an infinity. RMSNorm
+        takes its sum of squares from here.
 
     Latency and throughput
     ----------------------
@@ -202,6 +211,7 @@ class Reducer(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(beat_layout(lanes))),
             "o": Out(stream.Signature(32)),
+            "exact": Out(exact_layout(exponent_width)),
         })
 
     @property
@@ -430,6 +440,12 @@ class Reducer(wiring.Component):
         m.d.comb += [rnd.sign.eq(Mux(st_verdict[1], st_verdict[2], root.sign)),
                      rnd.magnitude.eq(root.mag), rnd.exponent.eq(root.exp),
                      rnd.nan.eq(st_verdict[0]), rnd.inf.eq(st_verdict[1])]
-        m.d.comb += room.eq(result_queue(m, self.o, delay(m, st_valid, self._round_stages, "round_valid"),
-                                         rnd.result, accept & beat.last, self.queue_depth))
+        exact = Signal(exact_layout(ew))
+        m.d.comb += [exact.acc.eq(root), exact.nan.eq(st_verdict[0]), exact.inf.eq(st_verdict[1])]
+        exact_late = delay(m, exact.as_value(), self._round_stages, "exact")
+        results = stream.Signature(32 + len(exact_late)).create()
+        m.d.comb += room.eq(result_queue(m, results, delay(m, st_valid, self._round_stages, "round_valid"),
+                                         Cat(rnd.result, exact_late), accept & beat.last, self.queue_depth))
+        m.d.comb += [self.o.valid.eq(results.valid), self.o.payload.eq(results.payload[:32]),
+                     self.exact.eq(results.payload[32:]), results.ready.eq(self.o.ready)]
         return m

@@ -7,11 +7,13 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.common.credited_buffer import CreditedBuffer
 from rtl.common.parameters import check_positive_int, parameter_error
-from rtl.vpu.lane import Lane
+from rtl.vpu.grid_sum import GridSum
+from rtl.vpu.lane import LANE_OPS, Lane
 from rtl.vpu.layouts import (
     ELEMENTWISE,
     MAX_LENGTH,
     OPERANDS,
+    PASSES,
     REDUCTIONS,
     Op,
     VpuCommand,
@@ -20,11 +22,32 @@ from rtl.vpu.layouts import (
 )
 from rtl.vpu.max_reducer import MaxReducer
 from rtl.vpu.reducer import Reducer
+from rtl.vpu.rms_scale import RmsScale
+from rtl.vpu.round_pack import QNAN
 
 __all__ = ["VectorUnit", "SUPPORTED"]
 
-SUPPORTED = ELEMENTWISE + REDUCTIONS
+SUPPORTED = ELEMENTWISE + REDUCTIONS + (Op.RMSNORM, Op.SOFTMAX)
 """Operations this build runs; any other command is answered with an error beat."""
+
+
+def _any_of(op, ops):
+    return Cat(op == each for each in ops).any()
+
+
+def _pass_flags(op, k):
+    """What pass ``k`` (a Value) of operation ``op`` (a Value) does with its beats."""
+    rms, softmax = op == Op.RMSNORM, op == Op.SOFTMAX
+    return {
+        "lanes": _any_of(op, ELEMENTWISE) | (rms & (k == 1)) | (softmax & (k == 2)),
+        "sum": _any_of(op, (Op.SUM, Op.SUM_SQUARES)) | (rms & (k == 0)),
+        "squares": (op == Op.SUM_SQUARES) | rms,
+        "max": (op == Op.MAX_REDUCE) | (softmax & (k == 0)),
+        "grid": softmax & (k == 1),
+        "uses_b": _any_of(op, [e for e in ELEMENTWISE if "b" in OPERANDS[e]]) | (rms & (k == 1)),
+        "uses_c": _any_of(op, [e for e in ELEMENTWISE if "c" in OPERANDS[e]]),
+        "reduce_out": _any_of(op, REDUCTIONS),
+    }
 
 
 class VectorUnit(wiring.Component):
@@ -38,16 +61,27 @@ class VectorUnit(wiring.Component):
 
     * element-wise operations: one beat per operand beat, the lanes beyond ``n`` zero;
     * reductions (``sum``, ``sum_squares``, ``max_reduce``): one beat per row, the result in lane 0 and
-      zeros elsewhere, in the accumulation order of ``sim_models.vpu`` for ``lanes`` and ``slots``.
+      zeros elsewhere, in the accumulation order of ``sim_models.vpu`` for ``lanes`` and ``slots``;
+    * composites (``rmsnorm``, ``softmax``): each row arrives on ``a`` :data:`~rtl.vpu.layouts.PASSES`
+      times in a row (the unit keeps no copy of it), one result beat per beat of the last pass.
+      ``rmsnorm`` (``eps`` in ``scalar0``): pass 1 sums the squares (:class:`Reducer`, unrounded),
+      :class:`~rtl.vpu.rms_scale.RmsScale` computes the row's scale, pass 2 reads the gain on ``b``
+      and outputs :class:`~rtl.vpu.rms_output.RmsOutput` per element. ``softmax``: pass 1 finds the
+      maximum (:class:`MaxReducer`), pass 2 sums the terms ``exp(fl(x - max))`` exactly
+      (:class:`~rtl.vpu.grid_sum.GridSum`), pass 3 outputs each term divided by the sum. A row
+      holding NaN or Inf (softmax: NaN or +Inf, or only -Inf) gives NaN everywhere, as in the model.
 
     ``o.payload.last`` marks the command's final beat. A command with ``length`` 0, a ``length`` above
     ``max_length`` or an operation this build does not run (:data:`SUPPORTED`) consumes no operands
-    and is answered by one beat with ``error`` set (data zero, ``last`` set).
+    and is answered by one beat with ``error`` set (data zero, ``last`` set); so is ``rmsnorm`` with an
+    ``eps`` that is NaN, infinite or negative (``-0`` is accepted).
 
     Flow control: the sequencer issues a beat only when every operand stream it needs is valid and a
     result slot is free in the output buffer, so the lanes never stall and results are never
     dropped, whatever the back-pressure on ``o``. A command is accepted when the previous one's beats
     are all issued and its results have left the lanes (the lanes' latency is paid once per command).
+    Between the passes of a composite row the operand streams wait for the row's scalar (maximum,
+    scale or sum).
 
     Parameters
     ----------
@@ -89,6 +123,8 @@ class VectorUnit(wiring.Component):
         self._lane_units = [Lane(multiplier=multiplier) for _ in range(lanes)]
         self._reducer = Reducer(lanes=lanes, slots=slots)
         self._max_reducer = MaxReducer(lanes=lanes)
+        self._rms_scale = RmsScale()
+        self._grid_sum = GridSum(lanes)
         super().__init__({
             "cmd": In(stream.Signature(VpuCommand)),
             "a": In(stream.Signature(vector_beat(lanes))),
@@ -121,20 +157,24 @@ class VectorUnit(wiring.Component):
             m.submodules[f"lane{index}"] = lane
         m.submodules.reducer = reducer = self._reducer
         m.submodules.max_reducer = max_reducer = self._max_reducer
+        m.submodules.rms_scale = rms_scale = self._rms_scale
+        m.submodules.grid_sum = grid_sum = self._grid_sum
         m.submodules.buffer = buffer = CreditedBuffer(result_beat(lanes), self.buffer_depth)
         wiring.connect(m, buffer.o, wiring.flipped(self.o))
 
         # ---- the current command --------------------------------------------------------------------
         op = Signal(Op)
-        # Decoded from ``op`` when the command is accepted. (Kept in registers, not decoded from
-        # ``op`` combinationally: logic that reads only registers never changing from their reset
-        # values is never evaluated by Icarus, whose ``always @*`` waits for an input to change.)
-        to_sum = Signal()                      # rows go to the sum reducer
-        to_max = Signal()                      # rows go to the max reducer
-        reduction = Signal()
-        uses_b = Signal()                      # the operation reads operand stream b
-        uses_c = Signal()                      # ... and c (every operation reads a)
+        # What the current pass does, decoded when the command is accepted and at each pass change.
+        # (Kept in registers, not decoded from ``op`` combinationally: logic that reads only
+        # registers never changing from their reset values is never evaluated by Icarus, whose
+        # ``always @*`` waits for an input to change.)
+        flags = {name: Signal(name=f"pass_{name}") for name in _pass_flags(op, 0)}
+        composite = Signal()                   # a command of several passes per row
+        passes = Signal(2)                     # passes per row, minus one
+        pass_ = Signal(2)                      # the current pass
+        waiting = Signal()                     # the next pass waits for the row's scalar
         rows = Signal(12)
+        length = Signal(14)
         scalar0 = Signal(32)
         scalar1 = Signal(32)
         busy = Signal()
@@ -151,51 +191,60 @@ class VectorUnit(wiring.Component):
         in_flight = Signal(range(4 * self.buffer_depth + 1))   # results issued, not yet written
 
         # ---- command acceptance ---------------------------------------------------------------------
-        supported = Signal()
-        m.d.comb += supported.eq(Cat(self.cmd.payload.op == each for each in SUPPORTED).any())
-        cmd_ok = supported & (self.cmd.payload.length != 0) & (self.cmd.payload.length <= self._max_length)
+        p = self.cmd.payload
+        eps_bad = (p.scalar0[23:31] == 0xFF) | (p.scalar0[31] & (p.scalar0[:31] != 0))
+        cmd_ok = (_any_of(p.op, SUPPORTED) & (p.length != 0) & (p.length <= self._max_length)
+                  & ~((p.op == Op.RMSNORM) & eps_bad))
         error_beat = Signal()
         m.d.comb += self.cmd.ready.eq(~busy & (in_flight == 0) & (credits != 0))
         with m.If(self.cmd.valid & self.cmd.ready):
-            p = self.cmd.payload
             log2_lanes = lanes.bit_length() - 1
             in_last_beat = p.length[:log2_lanes] if lanes > 1 else Const(0, 1)   # length mod lanes
             with m.If(cmd_ok):
                 m.d.sync += [
-                    busy.eq(1), op.eq(p.op),
-                    to_sum.eq((p.op == Op.SUM) | (p.op == Op.SUM_SQUARES)),
-                    to_max.eq(p.op == Op.MAX_REDUCE),
-                    reduction.eq((p.op == Op.SUM) | (p.op == Op.SUM_SQUARES) | (p.op == Op.MAX_REDUCE)),
-                    uses_b.eq(Cat(p.op == each for each in SUPPORTED if "b" in OPERANDS[each]).any()),
-                    uses_c.eq(Cat(p.op == each for each in SUPPORTED if "c" in OPERANDS[each]).any()),
+                    busy.eq(1), op.eq(p.op), length.eq(p.length),
+                    composite.eq(_any_of(p.op, PASSES)),
+                    passes.eq(Mux(p.op == Op.RMSNORM, 1, Mux(p.op == Op.SOFTMAX, 2, 0))),
+                    pass_.eq(0), waiting.eq(0),
                     rows.eq(Mux(p.rows == 0, 1, p.rows)), scalar0.eq(p.scalar0), scalar1.eq(p.scalar1),
                     beats_per_row.eq((p.length + lanes - 1) >> log2_lanes),
                     tail.eq(Mux(in_last_beat == 0, lanes, in_last_beat)),
                     beat.eq(0), row.eq(0),
                 ]
+                m.d.sync += [flags[name].eq(value) for name, value in _pass_flags(p.op, 0).items()]
             with m.Else():
                 m.d.comb += [error_beat.eq(1), take.eq(1)]
 
         # ---- issue ----------------------------------------------------------------------------------
         operands_valid = Signal()
-        m.d.comb += operands_valid.eq(self.a.valid & (~uses_b | self.b.valid) & (~uses_c | self.c.valid))
+        m.d.comb += operands_valid.eq(self.a.valid & (~flags["uses_b"] | self.b.valid)
+                                      & (~flags["uses_c"] | self.c.valid))
         last_beat = beat == beats_per_row - 1
         last_row = row == rows - 1
-        # An element-wise beat needs a result slot; a reduction row needs one at its last beat.
-        slot_needed = ~reduction | last_beat
-        reducer_ready = Mux(to_max, max_reducer.i.ready, reducer.i.ready)
+        last_pass = pass_ == passes
+        # A lane beat needs a result slot; a reduction's row needs one at its last beat.
+        slot_needed = flags["lanes"] | (flags["reduce_out"] & last_beat)
+        reducer_ready = ((~flags["sum"] | reducer.i.ready) & (~flags["max"] | max_reducer.i.ready))
         issue = Signal()
-        m.d.comb += issue.eq(busy & operands_valid & (~slot_needed | (credits != 0)) & ~error_beat
-                             & (~reduction | reducer_ready))
-        m.d.comb += [self.a.ready.eq(issue), self.b.ready.eq(issue & uses_b), self.c.ready.eq(issue & uses_c)]
+        m.d.comb += issue.eq(busy & ~waiting & operands_valid & (~slot_needed | (credits != 0))
+                             & ~error_beat & reducer_ready)
+        m.d.comb += [self.a.ready.eq(issue), self.b.ready.eq(issue & flags["uses_b"]),
+                     self.c.ready.eq(issue & flags["uses_c"])]
         with m.If(issue):
             m.d.comb += take.eq(slot_needed)
             with m.If(last_beat):
                 m.d.sync += beat.eq(0)
-                with m.If(last_row):
-                    m.d.sync += [row.eq(0), busy.eq(0)]
+                with m.If(~last_pass):
+                    m.d.sync += [pass_.eq(pass_ + 1), waiting.eq(1)]
+                    m.d.sync += [flags[name].eq(value) for name, value in _pass_flags(op, pass_ + 1).items()]
                 with m.Else():
-                    m.d.sync += row.eq(row + 1)
+                    with m.If(composite):
+                        m.d.sync += pass_.eq(0)
+                        m.d.sync += [flags[name].eq(value) for name, value in _pass_flags(op, 0).items()]
+                    with m.If(last_row):
+                        m.d.sync += [row.eq(0), busy.eq(0)]
+                    with m.Else():
+                        m.d.sync += row.eq(row + 1)
             with m.Else():
                 m.d.sync += beat.eq(beat + 1)
 
@@ -204,21 +253,48 @@ class VectorUnit(wiring.Component):
         for j in range(lanes):
             m.d.comb += mask[j].eq(~last_beat | (j < tail))
 
+        # ---- the row's scalars (composites) -----------------------------------------------------------
+        row_bad = Signal()                     # the row's outputs are all NaN
+        bad_pending = Signal()
+        neg_max = Signal(32)
+        scalar_done = Signal()
+        # rmsnorm: the sum of squares (unrounded) starts the scale; its result ends the wait.
+        m.d.comb += [rms_scale.start.eq(composite & reducer.o.valid), rms_scale.ss.eq(reducer.exact.acc),
+                     rms_scale.n.eq(length), rms_scale.eps.eq(scalar0)]
+        with m.If(composite & reducer.o.valid):
+            m.d.sync += bad_pending.eq(reducer.exact.nan | reducer.exact.inf)
+        with m.If(rms_scale.done):
+            m.d.sync += row_bad.eq(bad_pending | rms_scale.zero)
+            m.d.comb += scalar_done.eq(1)
+        # softmax: the maximum (NaN or an infinity make the row bad), then the sum.
+        with m.If(composite & max_reducer.o.valid):
+            m.d.sync += [neg_max.eq(max_reducer.o.payload ^ 0x8000_0000),
+                         row_bad.eq(max_reducer.o.payload[23:31] == 0xFF)]
+            m.d.comb += scalar_done.eq(1)
+        with m.If(grid_sum.done):
+            m.d.comb += scalar_done.eq(1)
+        with m.If(scalar_done):
+            m.d.sync += waiting.eq(0)
+
         # ---- lanes --------------------------------------------------------------------------------
-        issue_elementwise = issue & ~reduction
         for j, lane in enumerate(self._lane_units):
             m.d.comb += [
                 lane.op.eq(op), lane.scalar0.eq(scalar0), lane.scalar1.eq(scalar1),
                 lane.a.eq(self.a.payload[j]), lane.b.eq(self.b.payload[j]), lane.c.eq(self.c.payload[j]),
+                lane.r_sig.eq(rms_scale.r_sig), lane.r_lsb.eq(rms_scale.r_lsb), lane.neg_max.eq(neg_max),
+                lane.divisor.eq(grid_sum.sig), lane.divisor_exp.eq(grid_sum.exp),
             ]
         lane0 = self._lane_units[0]
         depth = lane0.max_latency
         # What each issued beat needs at the output, delayed stage by stage beside the lanes: stage 0
         # is the issue cycle, stage k the cycle its result leaves a lane of latency k.
-        beat_info = data.StructLayout({"valid": 1, "last": 1, "mask": lanes})
+        beat_info = data.StructLayout({"valid": 1, "last": 1, "mask": lanes, "bad": 1,
+                                       "grid": 1, "first": 1, "row_last": 1})
         line = [Signal(beat_info, name=f"beat_d{k}") for k in range(depth + 1)]
-        m.d.comb += [line[0].valid.eq(issue_elementwise), line[0].last.eq(last_beat & last_row),
-                     line[0].mask.eq(mask)]
+        m.d.comb += [line[0].valid.eq(issue & flags["lanes"]), line[0].last.eq(last_beat & last_row),
+                     line[0].mask.eq(mask), line[0].bad.eq(row_bad),
+                     line[0].grid.eq(issue & flags["grid"]), line[0].first.eq(beat == 0),
+                     line[0].row_last.eq(last_beat)]
         for k in range(depth):
             m.d.sync += line[k + 1].eq(line[k])
         # A new command moves the tap: the beats of the previous command still travelling down the
@@ -227,17 +303,22 @@ class VectorUnit(wiring.Component):
             m.d.sync += [stage.valid.eq(0) for stage in line[1:]]
         at_output = Signal(beat_info)
         with m.Switch(op):
-            for each in ELEMENTWISE:
+            for each in LANE_OPS:
                 with m.Case(each):
                     m.d.comb += at_output.eq(line[lane0.latency_of(each)])
             with m.Default():                    # a reduction: no lane results
                 m.d.comb += at_output.eq(0)
 
+        # ---- softmax's sum ------------------------------------------------------------------------
+        at_grid = line[lane0.grid_latency]
+        m.d.comb += [grid_sum.valid.eq(at_grid.grid), grid_sum.first.eq(at_grid.first),
+                     grid_sum.last.eq(at_grid.row_last), grid_sum.mask.eq(at_grid.mask)]
+        for j, lane in enumerate(self._lane_units):
+            m.d.comb += grid_sum.terms[j].eq(lane.grid)
+
         # ---- reducers -----------------------------------------------------------------------------
         # Rows go to the sum reducer or the max reducer; each answers one binary32 per row, in order.
-        # ``row_last`` tags follow the rows through a small FIFO of their own: a row's result marks
-        # the command's last beat when its row was the command's last.
-        for unit, selected in ((reducer, to_sum), (max_reducer, to_max)):
+        for unit, selected in ((reducer, flags["sum"]), (max_reducer, flags["max"])):
             m.d.comb += [
                 unit.i.valid.eq(issue & selected),
                 unit.i.payload.first.eq(beat == 0),
@@ -246,12 +327,12 @@ class VectorUnit(wiring.Component):
             ]
             for j in range(lanes):
                 m.d.comb += unit.i.payload.data[j].eq(self.a.payload[j])
-        m.d.comb += reducer.i.payload.squares.eq(op == Op.SUM_SQUARES)
+        m.d.comb += reducer.i.payload.squares.eq(flags["squares"])
         # A row's result slot is reserved when its last beat is issued: results are always taken.
         m.d.comb += [reducer.o.ready.eq(1), max_reducer.o.ready.eq(1)]
         row_result = Signal(32)
         row_valid = Signal()
-        m.d.comb += [row_valid.eq(reducer.o.valid | max_reducer.o.valid),
+        m.d.comb += [row_valid.eq(~composite & (reducer.o.valid | max_reducer.o.valid)),
                      row_result.eq(Mux(reducer.o.valid, reducer.o.payload, max_reducer.o.payload))]
         # Results of the command's rows counted down: the last one carries ``last``.
         rows_left = Signal(12)
@@ -265,7 +346,8 @@ class VectorUnit(wiring.Component):
         with m.If(at_output.valid):
             m.d.comb += [buffer.w_en.eq(1), beat_out.last.eq(at_output.last)]
             for j, lane in enumerate(self._lane_units):
-                m.d.comb += beat_out.data[j].eq(Mux(at_output.mask[j], lane.result, 0))
+                m.d.comb += beat_out.data[j].eq(Mux(at_output.mask[j],
+                                                    Mux(at_output.bad, QNAN, lane.result), 0))
         with m.Elif(row_valid):
             m.d.comb += [buffer.w_en.eq(1), beat_out.data[0].eq(row_result),
                          beat_out.last.eq(rows_left == 1)]

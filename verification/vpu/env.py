@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtl.vpu.layouts import OPERANDS, Op, VpuCommand, result_beat, vector_beat
+from rtl.vpu.layouts import OPERANDS, PASSES, Op, VpuCommand, result_beat, vector_beat
 from sim_models import vpu
 from verification.scoreboard import InOrderScoreboard
 from verification.stream import StreamDriver, StreamMonitor, StreamSink
 
-__all__ = ["VpuJob", "VpuEnv", "expected_beats", "operand_beats", "model_result", "random_job",
-           "SPECIALS"]
+__all__ = ["VpuJob", "VpuEnv", "expected_beats", "operand_beats", "operand_stream", "model_result",
+           "random_job", "random_composite_job", "SPECIALS"]
 
 SPECIALS = np.array([0x0000_0000, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001,
                      0x7F80_0001, 0x0000_0001, 0x807F_FFFF, 0x0080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF,
@@ -87,6 +87,11 @@ def model_result(job, lanes, slots):
         return _u32(vpu.sum_squares(x, lanes=lanes, slots=slots))
     if op == Op.MAX_REDUCE:
         return _u32(vpu.max_reduce(x))
+    if op == Op.RMSNORM:
+        eps = np.uint32(job.scalar0 & 0x7FFF_FFFF).view(np.float32)
+        return _u32(vpu.rmsnorm(x, _f32(b), eps, lanes=lanes, slots=slots))
+    if op == Op.SOFTMAX:
+        return _u32(vpu.softmax(x))
     raise ValueError(f"no model adapter for {op}")
 
 
@@ -102,9 +107,24 @@ def operand_beats(rows, lanes, rng=None):
     return [[int(v) for v in beat] for beat in padded.reshape(count * per_row, lanes)]
 
 
+def operand_stream(job, name, lanes, rng=None):
+    """The beats of operand stream ``name`` for ``job``: each row's beats once, or for a composite's
+    ``a`` :data:`~rtl.vpu.layouts.PASSES` times in a row, row after row."""
+    rows = {"a": job.x, "b": job.b, "c": job.c}[name]
+    if name != "a" or job.op not in PASSES:
+        return operand_beats(rows, lanes, rng)
+    beats = []
+    for row in rows:
+        for _ in range(PASSES[job.op]):
+            beats += operand_beats(row[None, :], lanes, rng)
+    return beats
+
+
 def expected_beats(job, lanes, slots, max_length=vpu.MAX_LENGTH, supported=None):
     """The result beats (dicts of ``result_beat``) the unit must produce for ``job``."""
-    if job.n == 0 or job.n > max_length or (supported is not None and job.op not in supported):
+    eps = job.scalar0
+    bad_eps = job.op == Op.RMSNORM and ((eps >> 23) & 0xFF == 0xFF or (eps >> 31 and eps & 0x7FFF_FFFF))
+    if job.n == 0 or job.n > max_length or (supported is not None and job.op not in supported) or bad_eps:
         return [{"data": [0] * lanes, "last": 1, "error": 1}]
     want = model_result(job, lanes, slots)
     beats = []
@@ -151,9 +171,8 @@ class VpuEnv:
         self.cmd.append(job.command())
         if beats[0]["error"]:
             return
-        sources = {"a": job.x, "b": job.b, "c": job.c}
         for name in OPERANDS[job.op]:
-            for beat in operand_beats(sources[name], self.lanes, self.rng):
+            for beat in operand_stream(job, name, self.lanes, self.rng):
                 self.operands[name].append(beat)
 
     def done(self):
@@ -196,3 +215,46 @@ def random_job(rng, op, lanes, *, max_rows=3, max_n=None):
         lo, hi = sorted(rng.uniform(-200, 200, 2).astype(np.float32))
         s0, s1 = int(np.float32(lo).view(np.uint32)), int(np.float32(hi).view(np.uint32))
     return VpuJob(op, x, b, c, s0, s1)
+
+
+EPS_CHOICES = np.array([0x0000_0000, 0x3586_37BD, 0x3727_C5AC, 0x0000_0001, 0x3F80_0000, 0x7F7F_FFFF,
+                        0x8000_0000], dtype=np.uint32)
+"""rmsnorm's eps: 0, 1e-6, 1e-5, the smallest subnormal, 1, the largest finite, -0."""
+
+
+def _composite_row(rng, n, op):
+    """One row for a composite: mostly finite values of one scale, sometimes specials or extremes."""
+    kind = int(rng.integers(0, 8))
+    if kind == 0:                                       # uniform finite bit patterns
+        row = rng.integers(0, 0x7F80_0000, n, dtype=np.uint64).astype(np.uint32)
+        row |= (rng.integers(0, 2, n, dtype=np.uint64) << 31).astype(np.uint32)
+    elif kind == 1:                                     # all zeros (rmsnorm with eps 0: NaN)
+        row = np.zeros(n, np.uint32)
+    elif kind == 2:                                     # subnormals
+        row = rng.integers(0, 1 << 23, n, dtype=np.uint64).astype(np.uint32)
+    else:
+        with np.errstate(over="ignore", under="ignore"):
+            scale = np.exp2(float(rng.integers(-140, 120))) if kind == 3 else 4.0 ** float(rng.integers(0, 4))
+            row = (rng.standard_normal(n) * scale).astype(np.float32).view(np.uint32)
+    if rng.random() < 0.25:                              # a few specials (softmax: -Inf is harmless)
+        count = int(rng.integers(1, 3))
+        where = rng.integers(0, n, count)
+        pool = [0xFF80_0000] * 4 + list(SPECIALS) if op == Op.SOFTMAX else list(SPECIALS)
+        row[where] = rng.choice(np.array(pool, dtype=np.uint32), count)
+    return row.astype(np.uint32)
+
+
+def random_composite_job(rng, op, lanes, *, max_rows=3, max_n=None):
+    """A random rmsnorm or softmax command whose rows are mostly finite (so their outputs are not
+    all NaN), with lengths that hit multiples of ``lanes``, partial last beats and single elements."""
+    max_n = max_n or 5 * lanes
+    rows = int(rng.integers(1, max_rows + 1))
+    n = int(rng.choice([1, lanes, lanes + 1, 2 * lanes - 1, int(rng.integers(1, max_n + 1))]))
+    x = np.stack([_composite_row(rng, n, op) for _ in range(rows)])
+    b = None
+    s0 = 0
+    if op == Op.RMSNORM:
+        b = np.stack([_composite_row(rng, n, op) if rng.random() < 0.3 else
+                      rng.normal(1.0, 0.2, n).astype(np.float32).view(np.uint32) for _ in range(rows)])
+        s0 = int(rng.choice(EPS_CHOICES)) if rng.random() < 0.8 else int(rng.integers(0, 0x7F80_0000))
+    return VpuJob(op, x, b, None, s0, 0)

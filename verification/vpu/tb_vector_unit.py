@@ -1,6 +1,6 @@
 """cocotb testbench of :class:`rtl.vpu.vector_unit.VectorUnit`, scoreboarded against ``sim_models.vpu``.
 
-Random commands of every operation the build runs (element-wise and reductions), on operands of every
+Random commands of every operation the build runs (element-wise, reductions, composites), on operands of every
 binary32 class (uniform bit patterns, values near the saturation limits, wide-range normals, specials),
 with rows whose length is a multiple of the lane count, one more, or a single element; random idle
 cycles on the command and operand streams and random stalls on ``o``; refused commands (length 0, too
@@ -11,11 +11,12 @@ The NumPy generator is seeded from ``COCOTB_RANDOM_SEED`` (logged), so one numbe
 """
 
 import cocotb
+import numpy as np
 
 from rtl.vpu.layouts import COMPOSITES, ELEMENTWISE, REDUCTIONS, Op
 from verification import config
 from verification.bench import numpy_rng, start_clock_and_reset, wait_until
-from verification.vpu.env import VpuEnv, VpuJob, random_job
+from verification.vpu.env import VpuEnv, VpuJob, random_composite_job, random_job
 
 
 def _env(dut, rng, idle_prob, stall_prob):
@@ -71,3 +72,26 @@ async def refused_commands(dut):
            VpuJob(Op.EXP, good[1].x, length=env.max_length + 1)]
     bad += [random_job(rng, op, env.lanes) for op in COMPOSITES if op not in env.supported]
     await _run(dut, env, [good[0], bad[0], good[1], bad[1], *bad[2:], good[2]], max_cycles=20_000)
+
+
+@cocotb.test()
+async def composites(dut):
+    """rmsnorm and softmax: rows of every scale (subnormal, huge, all zero, with NaN/Inf), eps from 0
+    to the largest finite, lengths from 1 to the build's maximum, each row streamed once per pass."""
+    rng = numpy_rng(3)
+    await start_clock_and_reset(dut)
+    env = _env(dut, rng, idle_prob=0.15, stall_prob=0.3)
+    ops = [op for op in (Op.RMSNORM, Op.SOFTMAX) if op in env.supported]
+    assert ops, "this build runs no composite"
+    jobs = [random_composite_job(rng, op, env.lanes, max_n=24 * env.lanes) for op in ops for _ in range(6)]
+    for op in ops:                                       # one row of the longest length
+        job = random_composite_job(rng, op, env.lanes, max_rows=1)
+        job.x = np.resize(job.x, (1, env.max_length))
+        job.b = None if job.b is None else np.resize(job.b, (1, env.max_length))
+        jobs.append(job)
+    rng.shuffle(jobs)
+    if Op.RMSNORM in env.supported:                      # eps NaN, +Inf or negative: refused
+        x = jobs[0].x
+        for eps in (0x7FC0_0000, 0x7F80_0000, 0xBF80_0000):
+            jobs.insert(1, VpuJob(Op.RMSNORM, x, x, scalar0=eps))
+    await _run(dut, env, jobs, max_cycles=200_000)

@@ -1,0 +1,268 @@
+"""RMSNorm's row scale: ``r = 1/sqrt(round24x(S/n + eps))`` from the row's sum of squares, once per row."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.mx.fp32_accumulate import leading_zeros
+from rtl.vpu.accumulator import ACC_BITS, DEFAULT_EXPONENT_WIDTH, acc_layout
+
+__all__ = ["RmsScale", "SCALE_EXPONENT"]
+
+SCALE_EXPONENT = signed(12)
+"""Shape of the scale's exponent ``r_lsb`` (the scale ranges over about ``2**-152 .. 2**156``)."""
+
+_WINDOW = 64          # the sum S + eps * n, aligned: top bit at 62 (63 holds the carry)
+_DIVIDEND = 42        # its leading bits divided by n: a quotient of at least 28 bits
+_RADICAND = 62        # sig << (36 + p), zero-extended to an even width
+_QUOTIENT = 27        # bits of floor(2**59 / d), the reciprocal of the root
+
+
+def _rne24(m, value, sticky, name):
+    """``value`` (top bit set) rounded to its leading 24 bits, nearest even, with ``sticky``.
+
+    Returns ``(sig, carry)``: the 24-bit significand (renormalized on a carry out) and whether the
+    rounding carried into a new binade (the weight of the lsb then grows by one)."""
+    width = len(value)
+    kept = value[width - 24:]
+    guard = value[width - 25]
+    rest = (value[:width - 25] != 0) | sticky
+    up = guard & (rest | kept[0])
+    total = Signal(25, name=f"{name}_total")
+    m.d.comb += total.eq(kept + up)
+    return Mux(total[24], total[1:], total[:24]), total[24]
+
+
+class RmsScale(wiring.Component):
+    """The scale of an RMSNorm row, bit-exact to ``sim_models.vpu._rms_inverse``.
+
+    From the row's sum of squares ``S`` (an accumulator of the :class:`~rtl.vpu.reducer.Reducer`:
+    ``mag * 2**exp``, 48 bits, never rounded to binary32), the row length ``n`` and ``eps`` (a finite,
+    non-negative binary32; its sign bit is ignored):
+
+    1. ``V = S/n + eps`` correctly rounded to a 24-bit significand (nearest even) with an unbounded
+       exponent. The sum ``S + eps * n`` is formed exactly in a 64-bit window (the term with the lower
+       top bit may lose bits below it: they become a sticky bit), its leading 42 bits are divided by
+       ``n`` one quotient bit per cycle (at least 28 quotient bits), and the remainder, the bits
+       below and the sticky bit decide the rounding. That is the exact quotient's rounding: bits
+       below the quotient's last place never change the quotient, only whether it is exact.
+    2. ``s = isqrt(v_sig << (36 + p))`` with ``p`` the parity of ``v_lsb``, two radicand bits per
+       cycle, and ``h = (v_lsb - 36 - p) / 2`` (``sim_models.vpu._rsqrt_parts``).
+    3. ``1 / (s * 2**h)``: ``s`` normalized to 34 bits, ``q = floor(2**59 / d)`` one bit per cycle
+       with its sticky bit, and ``2q + sticky`` rounded to 24 bits (nearest even): ``r_sig * 2**r_lsb``.
+
+    ``zero`` is set instead when ``V`` is zero (an all-zero row and ``eps = 0``): the row's outputs
+    are NaN. The unit is sequential (:attr:`latency` cycles per row, one row at a time), which is
+    cheap beside the row's two passes through the lanes.
+
+    Interface attributes
+    --------------------
+    start : ``In(1)``
+        Pulse: take ``ss``, ``n`` and ``eps`` (ignored while :attr:`busy`).
+    ss : ``In(acc_layout(exponent_width))``
+        The sum of squares (its sign is ignored: it is non-negative).
+    n : ``In(14)``
+        The row length, 1 to 8192.
+    eps : ``In(32)``
+        Binary32 ``eps``.
+    busy : ``Out(1)``
+        A row's scale is being computed.
+    done : ``Out(1)``
+        Pulse, :attr:`latency` cycles after ``start``: ``r_sig``, ``r_lsb`` and ``zero`` are valid (and
+        hold until the next ``start``).
+    r_sig : ``Out(24)``
+        The scale's significand, ``2**23 <= r_sig < 2**24``.
+    r_lsb : ``Out(SCALE_EXPONENT)``
+        The weight of its last bit.
+    zero : ``Out(1)``
+        ``V`` was zero.
+    """
+
+    def __init__(self, exponent_width=DEFAULT_EXPONENT_WIDTH):
+        self._exponent_width = exponent_width
+        super().__init__({
+            "start": In(1),
+            "ss": In(acc_layout(exponent_width)),
+            "n": In(14),
+            "eps": In(32),
+            "busy": Out(1),
+            "done": Out(1),
+            "r_sig": Out(24),
+            "r_lsb": Out(SCALE_EXPONENT),
+            "zero": Out(1),
+        })
+
+    @property
+    def latency(self):
+        """Cycles from ``start`` to ``done``."""
+        # load, product, align, normalize, divide, round, sqrt, normalize, reciprocal, round
+        return 1 + 1 + 1 + 1 + _DIVIDEND + 1 + _RADICAND // 2 + 1 + _QUOTIENT + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        exp_shape = SCALE_EXPONENT
+
+        # ---- operands, latched at start ---------------------------------------------------------
+        s_mag = Signal(ACC_BITS)
+        s_exp = Signal(exp_shape)
+        n = Signal(14)
+        e_sig = Signal(24)
+        e_lsb = Signal(exp_shape)
+        product = Signal(38)                   # eps significand * n
+        # ---- alignment and division ---------------------------------------------------------------
+        total = Signal(_WINDOW)
+        total_lsb = Signal(exp_shape)
+        sticky = Signal()
+        dividend = Signal(_DIVIDEND)           # shifted out top first
+        quotient = Signal(_DIVIDEND)
+        rem = Signal(15)
+        q_lsb = Signal(exp_shape)
+        count = Signal(range(_DIVIDEND + 1))
+        # ---- square root and reciprocal -------------------------------------------------------------
+        radicand = Signal(_RADICAND)
+        root = Signal(32)
+        sq_rem = Signal(36)
+        half = Signal(exp_shape)
+        divisor = Signal(34)
+        d_exp = Signal(exp_shape)
+        recip = Signal(_QUOTIENT)
+        r_rem = Signal(35)
+
+        m.d.comb += self.busy.eq(0)
+        m.d.sync += self.done.eq(0)
+        with m.FSM(name="rms_scale"):
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    biased = self.eps[23:31]
+                    m.d.sync += [
+                        s_mag.eq(self.ss.mag), s_exp.eq(self.ss.exp), n.eq(self.n),
+                        e_sig.eq(Cat(self.eps[:23], biased != 0)),
+                        e_lsb.eq(Mux(biased == 0, -149, biased - 150)),
+                    ]
+                    m.next = "PRODUCT"
+            with m.State("PRODUCT"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += product.eq(e_sig * n)
+                m.next = "ALIGN"
+            with m.State("ALIGN"):
+                # S and eps * n aligned under the higher top bit (at bit 62 of the window).
+                m.d.comb += self.busy.eq(1)
+                b_zeros = leading_zeros(m, product, "eps_n_lz")
+                b_top = Signal(exp_shape)
+                a_top = Signal(exp_shape)
+                m.d.comb += [a_top.eq(s_exp + (ACC_BITS - 1)), b_top.eq(e_lsb + 37 - b_zeros)]
+                a_live, b_live = s_mag[ACC_BITS - 1], product != 0
+                top = Signal(exp_shape)
+                m.d.comb += top.eq(Mux(a_live & (~b_live | (a_top >= b_top)), a_top, b_top))
+                a_field = Cat(Const(0, 15), s_mag)                       # top bit at 62
+                b_field = Cat(Const(0, 25), product << b_zeros)          # top bit at 62
+                aligned, lost = [], []
+                for name, field, live, term_top in (("s", a_field, a_live, a_top),
+                                                    ("eps", b_field, b_live, b_top)):
+                    distance = Signal(exp_shape, name=f"{name}_distance")
+                    amount = Signal(6, name=f"{name}_shift")
+                    m.d.comb += [distance.eq(top - term_top),
+                                 amount.eq(Mux(distance > 63, 63, distance[:6]))]
+                    shifted = Signal(63, name=f"{name}_aligned")
+                    m.d.comb += shifted.eq(Mux(live, field >> amount, 0))
+                    aligned.append(shifted)
+                    lost.append(live & ((shifted << amount)[:63] != field))
+                m.d.sync += [total.eq(aligned[0] + aligned[1]), sticky.eq(lost[0] | lost[1]),
+                             total_lsb.eq(top - 62)]
+                with m.If(~a_live & ~b_live):
+                    m.d.sync += [self.zero.eq(1), self.done.eq(1)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "NORMALIZE"
+            with m.State("NORMALIZE"):
+                # The window's leading 42 bits are divided; the bits below only make the result inexact.
+                m.d.comb += self.busy.eq(1)
+                zeros = leading_zeros(m, total, "total_lz")
+                shifted = Signal(_WINDOW)
+                m.d.comb += shifted.eq(total << zeros)
+                cut = _WINDOW - _DIVIDEND
+                m.d.sync += [
+                    dividend.eq(shifted[cut:]), sticky.eq(sticky | (shifted[:cut] != 0)),
+                    q_lsb.eq(total_lsb - zeros + cut), rem.eq(0), count.eq(0),
+                ]
+                m.next = "DIVIDE"
+            with m.State("DIVIDE"):
+                # Restoring division by n, one quotient bit per cycle, most significant first.
+                m.d.comb += self.busy.eq(1)
+                trial = Cat(dividend[_DIVIDEND - 1], rem)
+                fits = trial >= n
+                m.d.sync += [
+                    rem.eq(Mux(fits, trial - n, trial)),
+                    quotient.eq(Cat(fits, quotient)),
+                    dividend.eq(dividend << 1),
+                    count.eq(count + 1),
+                ]
+                with m.If(count == _DIVIDEND - 1):
+                    m.next = "ROUND_V"
+            with m.State("ROUND_V"):
+                # V = quotient (28 to 42 bits) rounded to 24; then the radicand of its square root.
+                m.d.comb += self.busy.eq(1)
+                zeros = leading_zeros(m, quotient, "quotient_lz")
+                normal = Signal(_DIVIDEND)
+                m.d.comb += normal.eq(quotient << zeros)
+                v_sig, carry = _rne24(m, normal, sticky | (rem != 0), "v")
+                v_lsb = Signal(exp_shape)
+                m.d.comb += v_lsb.eq(q_lsb - zeros + (_DIVIDEND - 24) + carry)
+                parity = v_lsb[0]
+                m.d.sync += [
+                    radicand.eq(Mux(parity, v_sig << 37, v_sig << 36)),
+                    half.eq((v_lsb - 36 - parity) >> 1),
+                    root.eq(0), sq_rem.eq(0), count.eq(0),
+                ]
+                m.next = "SQRT"
+            with m.State("SQRT"):
+                # Restoring square root, two radicand bits (one root bit) per cycle.
+                m.d.comb += self.busy.eq(1)
+                trial = Cat(radicand[_RADICAND - 2:], sq_rem)
+                bar = Cat(Const(1, 2), root)               # 4 * root + 1
+                fits = trial >= bar
+                m.d.sync += [
+                    sq_rem.eq(Mux(fits, trial - bar, trial)),
+                    root.eq(Cat(fits, root)),
+                    radicand.eq(radicand << 2),
+                    count.eq(count + 1),
+                ]
+                with m.If(count == _RADICAND // 2 - 1):
+                    m.next = "PREPARE"
+            with m.State("PREPARE"):
+                # The root (30 or 31 bits) normalized to a 34-bit divisor.
+                m.d.comb += self.busy.eq(1)
+                zeros = leading_zeros(m, Cat(root, Const(0, 34 - len(root))), "root_lz")
+                m.d.sync += [
+                    divisor.eq(root << zeros),
+                    d_exp.eq(half - zeros),
+                    r_rem.eq(1 << 33), recip.eq(0), count.eq(0),
+                ]
+                m.next = "RECIPROCAL"
+            with m.State("RECIPROCAL"):
+                # floor(2**33 * 2**26 / d), one quotient bit per cycle.
+                m.d.comb += self.busy.eq(1)
+                fits = r_rem >= divisor
+                rest = Signal(35)
+                m.d.comb += rest.eq(Mux(fits, r_rem - divisor, r_rem))
+                m.d.sync += [recip.eq(Cat(fits, recip)), count.eq(count + 1)]
+                with m.If(count == _QUOTIENT - 1):
+                    m.d.sync += r_rem.eq(rest)
+                    m.next = "ROUND_R"
+                with m.Else():
+                    m.d.sync += r_rem.eq(rest << 1)
+            with m.State("ROUND_R"):
+                # 2q + sticky (27 or 28 bits) rounded to 24: the scale.
+                m.d.comb += self.busy.eq(1)
+                value = Cat(r_rem != 0, recip)              # 28 bits
+                zeros = leading_zeros(m, value, "recip_lz")
+                normal = Signal(_QUOTIENT + 1)
+                m.d.comb += normal.eq(value << zeros)
+                r_sig, carry = _rne24(m, normal, Const(0, 1), "r")
+                m.d.sync += [
+                    self.r_sig.eq(r_sig),
+                    self.r_lsb.eq(-33 - d_exp - _QUOTIENT - zeros + (_QUOTIENT + 1 - 24) + carry),
+                    self.zero.eq(0), self.done.eq(1),
+                ]
+                m.next = "IDLE"
+        return m

@@ -1,0 +1,144 @@
+"""RmsScale and RmsOutput (RMSNorm's row scale and per-element output) against sim_models.vpu,
+in the Amaranth simulator: sums of squares of real rows and of every magnitude, eps from 0 to huge,
+row lengths from 1 to 8192; outputs with every class of gain and scales at both ends of their range.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from rtl.vpu.rms_output import RmsOutput
+from rtl.vpu.rms_scale import RmsScale
+from sim_models import fp32, vpu
+from verification.pipeline import run_pipeline
+
+EPS = [0, 0x3586_37BD, 0x3727_C5AC, 0x0000_0001, 0x007F_FFFF, 0x0080_0000, 0x3F80_0000, 0x7F7F_FFFF,
+       0x8000_0000]
+"""0, 1e-6, 1e-5, the smallest and largest subnormals, the smallest normal, 1, the largest finite, -0."""
+
+
+def _sum_squares(bits, lanes=4, slots=4):
+    """The reducer's accumulator (sign, mag, exp) of the row's sum of squares."""
+    _, sig, lsb = fp32.decode_finite_array(np.asarray(bits, np.int64))
+    s, mag, exp = vpu.accumulate48(np.zeros_like(sig), sig * sig, 2 * lsb, lanes, slots)
+    return int(s), int(mag), int(exp)
+
+
+def _random_row(rng, n):
+    kind = rng.randrange(4)
+    if kind == 0:
+        x = np.array([rng.gauss(0, 1) for _ in range(n)], np.float32)
+    elif kind == 1:
+        scale = 2.0 ** rng.randrange(-149, 100)
+        x = np.array([rng.gauss(0, 1) * scale for _ in range(n)], np.float32)
+    elif kind == 2:                                      # subnormals only
+        return np.array([rng.randrange(0, 1 << 23) | (rng.getrandbits(1) << 31) for _ in range(n)], np.int64)
+    else:                                                # uniform finite bit patterns
+        return np.array([rng.randrange(0, 0x7F80_0000) | (rng.getrandbits(1) << 31) for _ in range(n)],
+                        np.int64)
+    return x.view(np.uint32).astype(np.int64)
+
+
+def scale_cases(rng, count):
+    cases = [((0, 0, 0), 1, 0), ((0, 0, 0), 7, 0x3586_37BD), ((0, 0, 0), 8192, 1)]
+    for n in (1, 2, 3, 5, 7, 64, 100, 8191, 8192):
+        for eps in EPS:
+            cases.append((_sum_squares(_random_row(rng, min(n, 64)) if n > 64 else _random_row(rng, n)),
+                          n, eps))
+    while len(cases) < count:
+        n = rng.choice([1, 3, rng.randrange(1, 65), rng.randrange(1, 8193)])
+        row = _random_row(rng, min(n, 48))
+        ss = _sum_squares(row)
+        if rng.random() < 0.2:                           # any accumulator: mag normalized, any weight
+            ss = (0, rng.randrange(1 << 47, 1 << 48), rng.randrange(-345, 250))
+        cases.append((ss, n, rng.choice(EPS + [rng.randrange(0, 0x7F80_0000)])))
+    return cases
+
+
+def run_scale(cases):
+    dut = RmsScale()
+    got = []
+
+    async def tb(ctx):
+        for ss, n, eps in cases:
+            ctx.set(dut.ss, {"sign": ss[0], "mag": ss[1], "exp": ss[2]})
+            ctx.set(dut.n, n)
+            ctx.set(dut.eps, eps)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            cycles = 1
+            while not ctx.get(dut.done):
+                await ctx.tick()
+                cycles += 1
+                assert cycles <= dut.latency, "no done within the latency"
+            got.append((ctx.get(dut.zero), ctx.get(dut.r_sig), ctx.get(dut.r_lsb), cycles))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return dut, got
+
+
+def test_scale_matches_model():
+    seed = 11
+    print(f"seed {seed}")
+    cases = scale_cases(random.Random(seed), 160)
+    dut, got = run_scale(cases)
+    bad = []
+    for (ss, n, eps), (zero, r_sig, r_lsb, cycles) in zip(cases, got, strict=True):
+        want = vpu._rms_inverse(ss, n, eps & 0x7FFF_FFFF)
+        have = None if zero else (r_sig, r_lsb)
+        if have != want:
+            bad.append(f"ss={ss} n={n} eps={eps:#010x}: got {have}, expected {want}")
+        if not zero:
+            assert cycles == dut.latency, f"seed {seed}: {cycles} cycles, latency {dut.latency}"
+    assert not bad, f"seed {seed}:\n" + "\n".join(bad[:10])
+
+
+def output_vectors(rng, count):
+    finite = [0x0000_0000, 0x8000_0000, 0x0000_0001, 0x807F_FFFF, 0x0080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF,
+              0x3F80_0000, 0xBF80_0000]
+    gains = finite + [0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001, 0x7F80_0001]
+    scales = [(1 << 23, -152), ((1 << 24) - 1, 133), (0xB504F3, -23), (1 << 23, 0)]
+    rows = []
+    for _ in range(count):
+        x = rng.randrange(0, 0x7F80_0000) | (rng.getrandbits(1) << 31)
+        if rng.random() < 0.15:
+            x = rng.choice(finite)
+        if rng.random() < 0.5:
+            x = int(np.float32(rng.gauss(0, 1) * 2.0 ** rng.randrange(-140, 120)).view(np.uint32))
+        g = rng.choice(gains) if rng.random() < 0.2 else int(np.float32(rng.gauss(1, 0.2)).view(np.uint32))
+        if rng.random() < 0.2:
+            g = rng.randrange(0, 1 << 32)
+        if rng.random() < 0.3:
+            r = rng.choice(scales)
+        else:
+            r = (rng.randrange(1 << 23, 1 << 24), rng.randrange(-152, 134))
+        rows.append({"x": x, "gain": g, "r_sig": r[0], "r_lsb": r[1]})
+    return rows
+
+
+def _expected_output(v):
+    x, g = v["x"], v["gain"]
+    sx, mx, ex = fp32.decode_finite(x)
+    sg, mg, eg = fp32.decode_finite(g) if not (fp32.is_nan(g) or fp32.is_inf(g)) else (g >> 31, 0, 0)
+    return vpu._rms_output(sx, mx, ex, v["r_sig"], v["r_lsb"], g, sg, mg, eg)
+
+
+@pytest.mark.parametrize("multiplier", ["dsp", "lut"])
+def test_output_matches_model(multiplier):
+    seed = 12
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    vectors = output_vectors(rng, 1500)
+    dut = RmsOutput(multiplier=multiplier)
+    got = run_pipeline(dut, vectors, ["result"], junk=lambda: output_vectors(rng, 1)[0])
+    bad = [(v, g["result"], _expected_output(v)) for v, g in zip(vectors, got, strict=True)
+           if g["result"] != _expected_output(v)]
+    assert not bad, f"seed {seed}:\n" + "\n".join(
+        f"x={v['x']:#010x} gain={v['gain']:#010x} r=({v['r_sig']:#x}, {v['r_lsb']}): "
+        f"got {g:#010x}, expected {w:#010x}" for v, g, w in bad[:10])
