@@ -9,11 +9,13 @@ Figures (simulation cycle counts and nextpnr's report, never wall-clock asserts)
   cycle, reductions at most ``n / lanes + 32`` cycles;
 * the accuracy of the golden model against float64 (``benchmarks/vpu_accuracy.py``, quoted from its
   JSON record);
-* the ULX3S-85F build (``poblano fpga --top vpu``): LUT4, FF, DP16KD, MULT18, Fmax (goal 100 MHz).
+* the ULX3S-85F build (``poblano fpga --top vpu``): LUT4, FF, DP16KD, MULT18, Fmax (goal 100 MHz);
+  beside it the last 2-lane build (``poblano fpga --top vpu_2lanes``) when there is one.
 
 Run: ``.venv/bin/python -m benchmarks.vpu`` (or ``make bench``); writes ``benchmarks/results/vpu.md``
 and ``.json``. ``--quick`` runs n = 64 only and records nothing; ``--no-fpga`` reuses the last
-``build/fpga/vpu/report.json``.
+``build/fpga/vpu/report.json``; ``--fpga-only`` runs no simulation and records the last FPGA reports
+beside the recorded cycles.
 """
 
 import argparse
@@ -29,6 +31,7 @@ from poblano.flows import fpga
 RESULTS = Path(__file__).resolve().parent / "results"
 LENGTHS = (64, 1024, 8192)
 LANES, SLOTS = 4, 4          # the FPGA build's configuration (poblano fpga --top vpu)
+FPGA_2LANES = "vpu_2lanes"   # the 2-lane build, recorded from its last report (never rebuilt here)
 
 
 def run_simulation(lengths, sim="verilator", ops=None):
@@ -53,22 +56,36 @@ def run_simulation(lengths, sim="verilator", ops=None):
 
 def goal(op, n):
     """The issue's cycle goal for ``op`` over ``n`` elements (None where it states none)."""
-    from rtl.vpu.layouts import ELEMENTWISE, REDUCTIONS, Op
+    from rtl.vpu.layouts import REDUCTIONS, Op
 
     if Op[op.upper()] in REDUCTIONS:
         return n / LANES + 32
-    if Op[op.upper()] in ELEMENTWISE:
-        return None            # a rate goal: lanes results per cycle, see steady_rate
-    return 2 * n / LANES + 64
+    if Op[op.upper()] in (Op.RMSNORM, Op.SOFTMAX):
+        return 2 * n / LANES + 64
+    return None                # element-wise: a rate goal (lanes results per cycle, see steady_rate)
+
+
+def goal_text(op):
+    from rtl.vpu.layouts import ELEMENTWISE, REDUCTIONS, Op
+
+    if Op[op.upper()] in REDUCTIONS:
+        return "n/lanes + 32"
+    if Op[op.upper()] in (Op.RMSNORM, Op.SOFTMAX):
+        return "2n/lanes + 64"
+    return f"{LANES} per cycle" if Op[op.upper()] in ELEMENTWISE else "none stated"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 64 only, no FPGA, nothing recorded")
     parser.add_argument("--no-fpga", action="store_true", help="reuse the last FPGA report")
+    parser.add_argument("--fpga-only", action="store_true",
+                        help="no simulation: record the last FPGA reports beside the recorded figures")
     parser.add_argument("--ops", metavar="OP,OP", help="measure only these operations and update their "
                         "rows of the recorded figures (the others are kept)")
     args = parser.parse_args(argv)
+    if args.fpga_only:
+        return record_fpga_only()
     ops = [name.strip().lower() for name in args.ops.split(",")] if args.ops else None
     stats = run_simulation((64,) if args.quick else LENGTHS, ops=ops)
     if ops and not args.quick and (RESULTS / "vpu.json").exists():
@@ -76,24 +93,45 @@ def main(argv=None):
         stats["cycles"] = {**recorded["cycles"], **stats["cycles"]}
         stats["wall_seconds"] = recorded["wall_seconds"]
     stats["host"] = f"{platform.machine()}, Python {platform.python_version()}"
-    ok = True
+    misses = []
     print(f"vpu benchmark ({stats['simulator']}, {LANES} lanes, {SLOTS} slots):")
     for op, by_n in stats["cycles"].items():
         for n, cycles in by_n.items():
             target = goal(op, int(n))
             verdict = "" if target is None else (" ok" if cycles <= target else f" MISSES {target:.0f}")
-            ok &= target is None or cycles <= target
+            if target is not None and cycles > target:
+                misses.append(f"{op} n={n}")
             print(f"  {op:12s} n={int(n):5d}: {cycles:6d} cycles{verdict}")
     if args.quick:
-        return 0 if ok else 1
+        return 0
     accuracy = RESULTS / "vpu_accuracy.json"
     stats["accuracy"] = json.loads(accuracy.read_text()) if accuracy.exists() else None
     stats["fpga"] = fpga.report_for("vpu", rebuild=not args.no_fpga)
+    stats["fpga_2lanes"] = fpga.report_for(FPGA_2LANES, rebuild=False)
+    record(stats)
+    if misses:
+        print(f"  cycle goals missed (recorded as 'over'): {', '.join(misses)}")
+    return 0
+
+
+def record(stats):
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "vpu.json").write_text(json.dumps(stats, indent=2) + "\n")
     (RESULTS / "vpu.md").write_text(markdown(stats))
     print(f"  recorded in {RESULTS / 'vpu.md'}")
-    return 0 if ok else 1
+
+
+def record_fpga_only():
+    """The recorded figures with the FPGA part replaced by the last reports (no simulation)."""
+    recorded = RESULTS / "vpu.json"
+    if not recorded.exists():
+        print(f"no recorded figures in {recorded}: run the whole benchmark first")
+        return 1
+    stats = json.loads(recorded.read_text())
+    stats["fpga"] = fpga.report_for("vpu", rebuild=False)
+    stats["fpga_2lanes"] = fpga.report_for(FPGA_2LANES, rebuild=False)
+    record(stats)
+    return 0
 
 
 def steady_rate(by_n):
@@ -119,6 +157,7 @@ def markdown(s):
         "(`verification/vpu/bench_vector_unit.py`), every result bit-exact to `sim_models.vpu`.",
         "Element-wise goal: `lanes` results per cycle (the steady rate column, from the two longest",
         "runs); reductions: at most `n/lanes + 32` cycles; rmsnorm and softmax: at most `2n/lanes + 64`.",
+        "rope's rows are one attention head (at most `rope_length`, 256 by default): n/a beyond.",
         "",
         "| operation | " + " | ".join(f"n = {n}" for n in s["lengths"]) + " | steady rate | goal |",
         "|---|" + "---|" * (len(s["lengths"]) + 2),
@@ -127,25 +166,34 @@ def markdown(s):
         rate = steady_rate(by_n)
         cells = []
         for n in s["lengths"]:
+            if str(n) not in by_n:
+                cells.append("n/a")
+                continue
             cycles = by_n[str(n)]
             target = goal(op, n)
             verdict = "ok" if target is None or cycles <= target else "over"
             cells.append(f"{cycles}" if target is None else f"{cycles} ({verdict})")
-        target = goal(op, s["lengths"][-1])
-        goal_text = (f"{LANES} per cycle" if target is None else
-                     "n/lanes + 32" if target == s["lengths"][-1] / LANES + 32 else "2n/lanes + 64")
         rate_text = "" if rate is None else f"{rate:.2f} per cycle"
-        lines.append(f"| {op} | " + " | ".join(cells) + f" | {rate_text} | {goal_text} |")
+        lines.append(f"| {op} | " + " | ".join(cells) + f" | {rate_text} | {goal_text(op)} |")
     lines += ["", f"Simulation wall time: {s['wall_seconds']} s ({s['host']}).", ""]
     lines += _accuracy_markdown(s.get("accuracy"))
     lines += ["## FPGA (ULX3S-85F)", ""]
     report = s.get("fpga")
     if report:
-        lines += [f"`poblano fpga --top vpu` (Yosys, nextpnr-ecp5 seed {report['seed']}, constraint "
-                  f"{report['target_mhz']:.0f} MHz):", "", *fpga.resource_table(report), ""]
+        lines += _fpga_markdown("vpu", f"{LANES} lanes", report)
     else:
         lines += ["No FPGA report (run `poblano fpga --top vpu`).", ""]
+    report = s.get("fpga_2lanes")
+    if report:
+        lines += _fpga_markdown(FPGA_2LANES, "2 lanes", report)
     return "\n".join(lines)
+
+
+def _fpga_markdown(name, what, report):
+    verdict = "met" if report["timing_met"] else "NOT met"
+    return [f"`poblano fpga --top {name}` ({what}; Yosys, nextpnr-ecp5 seed {report['seed']}, constraint "
+            f"{report['target_mhz']:.0f} MHz, {verdict}; synthesis, place and route and bitstream in "
+            f"{report['build_seconds']:.0f} s):", "", *fpga.resource_table(report), ""]
 
 
 def _accuracy_markdown(acc):

@@ -194,6 +194,8 @@ def _save(path, result):
 
 
 RTL_SLOTS = 4
+RTL_ROPE_LENGTH = 256          # VectorUnit's default rope_length
+RTL_MAX_K = 8                  # ... and max_k
 MAX_ROWS = 4095
 
 
@@ -215,7 +217,7 @@ def simulate(op, ops, lanes):
     :func:`compute`'s result."""
     import tempfile
 
-    from rtl.vpu.layouts import REDUCTIONS
+    from rtl.vpu.layouts import REDUCTIONS, Op
     from rtl.vpu.vector_unit import SUPPORTED, VectorUnit
     from verification.runner import BUILD_ROOT, RunFailed, run_cocotb
 
@@ -241,6 +243,17 @@ def simulate(op, ops, lanes):
     if op == "rmsnorm":
         job["b"] = np.broadcast_to(ops["gain"], x.shape).view(np.uint32).reshape(rows, n)
         job["scalar0"] = ops["eps"].view(np.uint32)
+    if op == "rope":
+        if n > RTL_ROPE_LENGTH:
+            raise UsageError(f"--sim runs rope on rows (heads) of at most {RTL_ROPE_LENGTH} elements, "
+                             f"got {n}")
+        for name, key in (("cos", "b"), ("sin", "c")):
+            table = np.ascontiguousarray(np.broadcast_to(ops[name], x.shape))
+            job[key] = table.view(np.uint32).reshape(rows, n)
+    if op == "topk":
+        if ops["k"] > RTL_MAX_K:
+            raise UsageError(f"--sim runs topk with k up to {RTL_MAX_K}, got {ops['k']}")
+        job["scalar0"] = np.uint32(ops["k"])
     config = {"lanes": lanes, "slots": RTL_SLOTS, "max_length": 8192,
               "supported": [o.name for o in SUPPORTED]}
     work = BUILD_ROOT / "vpu_cli"
@@ -256,6 +269,12 @@ def simulate(op, ops, lanes):
             raise UsageError(f"--sim: the simulation failed: {str(exc).splitlines()[0]}") from None
         with np.load(out_path) as data:
             beats, cycles = data["beats"], int(data["cycles"])
+    if rtl_op == Op.TOPK:                   # per row: the values' beats, then the indices'
+        k = ops["k"]
+        per_row = beats.reshape(rows, 2, -1)[:, :, :k]
+        shape = x.shape[:-1] + (k,)
+        values = per_row[:, 0].astype(np.uint32).view(np.float32).reshape(shape)
+        return {"values": values, "indices": per_row[:, 1].astype(np.int32).reshape(shape)}, cycles
     if rtl_op in REDUCTIONS:
         bits = beats[:, 0].reshape(x.shape[:-1])
     else:
@@ -266,6 +285,8 @@ def simulate(op, ops, lanes):
 
 
 def _mismatches(result, golden):
+    if isinstance(golden, dict):
+        return max(_mismatches(result[name], golden[name]) for name in golden)
     got = np.ascontiguousarray(result).view(np.uint8).reshape(result.size, -1)
     want = np.ascontiguousarray(golden).view(np.uint8).reshape(golden.size, -1)
     return int((got != want).any(axis=1).sum())

@@ -15,7 +15,7 @@ from rtl.vpu.round_pack import QNAN
 
 __all__ = ["Lane", "LANE_OPS", "GRID_BITS"]
 
-LANE_OPS = ELEMENTWISE + (Op.RMSNORM, Op.SOFTMAX)
+LANE_OPS = ELEMENTWISE + (Op.RMSNORM, Op.SOFTMAX, Op.ROPE)
 """What a lane computes: the element-wise operations and the per-element work of the composites."""
 GRID_BITS = 62
 """Width of a softmax term on the 2**-60 grid, ``floor(E * 2**60) <= 2**60`` (with room)."""
@@ -53,7 +53,12 @@ class Lane(wiring.Component):
       row's scale ``r_sig * 2**r_lsb``;
     * ``softmax``: ``d = fl(a - max)`` on the FMA (``a * 1 + neg_max``), chained into the function
       unit's softmax quotient by ``divisor * 2**divisor_exp``; ``grid`` shows ``floor(exp(d) * 2**60)``
-      (the term of the row's exact sum) :attr:`grid_latency` cycles after ``a``.
+      (the term of the row's exact sum) :attr:`grid_latency` cycles after ``a``;
+    * ``rope``: the products ``fl(a * gain)`` on the ``RmsOutput`` with ``r = 1``: with ``rope_sin``
+      set, ``gain = c`` (sin) and ``a`` negated when ``negate`` is set, shown on ``product``
+      :attr:`product_latency` cycles later (``q``, stored by the caller); otherwise ``gain = b`` (cos),
+      and the product ``p`` goes on to the FMA as ``p * 1 + rope_q``, ``rope_q`` being the ``q`` of the
+      same element, presented when ``p`` reaches the FMA.
 
     There is no valid signal: the caller issues operands every cycle it likes and knows that the
     result of ``op`` appears :meth:`latency_of` cycles later. ``op``, ``scalar0`` and ``scalar1``
@@ -79,10 +84,16 @@ class Lane(wiring.Component):
         Softmax: minus the row's maximum, read with ``a``.
     divisor : ``In(34)``, divisor_exp : ``In(EXPONENT)``
         Softmax: the row's sum, read :attr:`grid_latency` - 1 cycles after ``a``.
+    rope_sin, negate : ``In(1)``
+        RoPE: the pass of ``q = fl(rot(x) * sin)``; the element is in the row's first half.
+    rope_q : ``In(32)``
+        RoPE: the element's ``q``, :attr:`product_latency` cycles after ``a``.
     result : ``Out(32)``
         The result of the operands issued :meth:`latency_of` ``(op)`` cycles earlier.
     grid : ``Out(GRID_BITS)``
         Softmax's term of the ``a`` issued :attr:`grid_latency` cycles earlier.
+    product : ``Out(32)``
+        RoPE: the product of the ``a`` issued :attr:`product_latency` cycles earlier.
     """
 
     def __init__(self, *, multiplier="dsp"):
@@ -103,9 +114,18 @@ class Lane(wiring.Component):
             "neg_max": In(32),
             "divisor": In(OPERAND_BITS),
             "divisor_exp": In(EXPONENT),
+            "rope_sin": In(1),
+            "negate": In(1),
+            "rope_q": In(32),
             "result": Out(32),
             "grid": Out(GRID_BITS),
+            "product": Out(32),
         })
+
+    @property
+    def product_latency(self):
+        """Cycles from ``a`` to ``product`` (rope), and to the use of ``rope_q``."""
+        return self._rms.latency
 
     @property
     def grid_latency(self):
@@ -131,6 +151,8 @@ class Lane(wiring.Component):
             path = self._rms.latency
         elif op == Op.SOFTMAX:
             path = self._fma.latency + self._functions.latency
+        elif op == Op.ROPE:
+            path = self._rms.latency + self._fma.latency
         else:
             raise ValueError(f"{op} is not an element-wise operation")
         return path + 1
@@ -163,8 +185,9 @@ class Lane(wiring.Component):
         with m.Else():
             m.d.sync += self.grid.eq(Cat(Const(0, 28), functions.core_m)[:GRID_BITS] >> shift)
 
-        # RMSNorm's output.
-        m.d.comb += [rms.x.eq(a), rms.gain.eq(b), rms.r_sig.eq(self.r_sig), rms.r_lsb.eq(self.r_lsb)]
+        # RMSNorm's output; rope's products (the caller sets r = 1).
+        m.d.comb += [rms.x.eq(a ^ (self.negate << 31)), rms.gain.eq(Mux(self.rope_sin, c, b)),
+                     rms.r_sig.eq(self.r_sig), rms.r_lsb.eq(self.r_lsb), self.product.eq(rms.result)]
 
         # FMA operands.
         b_late = delay(m, b, functions.latency, "swiglu_up")
@@ -179,6 +202,8 @@ class Lane(wiring.Component):
                 m.d.comb += [fma.a.eq(functions.result), fma.b.eq(b_late), fma.c.eq(_NEG_ZERO)]
             with m.Case(Op.SOFTMAX):
                 m.d.comb += [fma.a.eq(a), fma.b.eq(_ONE), fma.c.eq(self.neg_max)]
+            with m.Case(Op.ROPE):
+                m.d.comb += [fma.a.eq(rms.result), fma.b.eq(_ONE), fma.c.eq(self.rope_q)]
             with m.Default():
                 m.d.comb += [fma.a.eq(a), fma.b.eq(b), fma.c.eq(c)]
 
@@ -205,7 +230,7 @@ class Lane(wiring.Component):
 
         # Output multiplexer.
         with m.Switch(op):
-            with m.Case(*_FMA_OPS, Op.SWIGLU):
+            with m.Case(*_FMA_OPS, Op.SWIGLU, Op.ROPE):
                 m.d.sync += self.result.eq(fma.result)
             with m.Case(*FUNCTIONS, Op.SOFTMAX):
                 m.d.sync += self.result.eq(functions.result)

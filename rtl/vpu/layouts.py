@@ -52,10 +52,12 @@ REDUCTIONS = (Op.SUM, Op.SUM_SQUARES, Op.MAX_REDUCE)
 COMPOSITES = (Op.RMSNORM, Op.SOFTMAX, Op.ROPE, Op.TOPK)
 """Operations of several steps over a whole row."""
 
-PASSES = {Op.RMSNORM: 2, Op.SOFTMAX: 3}
+PASSES = {Op.RMSNORM: 2, Op.SOFTMAX: 3, Op.ROPE: 2}
 """Times each row of these composites arrives on operand stream ``a``, back to back (the unit keeps
 no copy of a row): rmsnorm's sum of squares, then its output; softmax's maximum, its sum, then its
-output. Operand ``b`` (rmsnorm's gain) arrives once per row, with the last pass."""
+output; rope's ``x`` rotated by half its length (``x[n/2:]``, then ``x[:n/2]``), then ``x``. The other
+operands arrive once per row, with the pass that reads them: rmsnorm's gain (``b``) and rope's
+``cos`` (``b``) with the last pass, rope's ``sin`` (``c``) with the first."""
 
 OPERANDS = {
     Op.ADD: "ab", Op.SUB: "ab", Op.MUL: "ab", Op.FMA: "abc", Op.MAX: "ab", Op.MIN: "ab",

@@ -1,4 +1,5 @@
-"""RMSNorm's per-element output: ``round_fp32(round24x(x * r) * gain)``, one element per cycle."""
+"""RMSNorm's per-element output ``round_fp32(round24x(x * r) * gain)``, one element per cycle; with
+``r = 1`` the binary32 product ``fl(x * gain)`` (rope's products)."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
@@ -37,8 +38,12 @@ class RmsOutput(wiring.Component):
     24-bit significand, nearest even, with an unbounded exponent; then ``h * gain`` rounded once to
     binary32 (subnormals kept, overflow to ±Inf) by :class:`~rtl.vpu.round_pack.RoundPack`. A NaN
     ``gain`` gives NaN, an infinite one ±Inf (NaN when ``x`` is zero); a zero ``x`` gives a zero
-    signed by ``sign(x) xor sign(gain)``. ``x`` must be finite (a row holding NaN or Inf is the
-    caller's: it outputs NaN).
+    signed by ``sign(x) xor sign(gain)``. A NaN ``x`` gives NaN, an infinite one ±Inf (NaN when
+    ``gain`` is zero).
+
+    With ``r = 1`` (``r_sig = 2**23``, ``r_lsb = -23``) ``h`` is ``x`` itself (the unbounded exponent
+    keeps a subnormal ``x`` exact) and the result is the IEEE binary32 product ``x * gain`` with the
+    canonical NaN: ``sim_models.vpu.mul``. RoPE uses it so.
 
     Datapath: decode (1 cycle), the 24x24 product ``x_sig * r_sig``
     (:class:`~rtl.vpu.multiplier.Multiplier`), its normalization and rounding (1 cycle), the 24x24
@@ -77,13 +82,14 @@ class RmsOutput(wiring.Component):
         m.submodules.round = rnd = self._round
 
         # ---- decode ----------------------------------------------------------------------------
-        sx, mx, ex, _, _, x_zero = _decode(self.x)
-        sg, mg, eg, g_nan, g_inf, _ = _decode(self.gain)
-        flags = Signal(4)                        # sign, x zero, gain NaN, gain Inf
+        sx, mx, ex, x_nan, x_inf, x_zero = _decode(self.x)
+        sg, mg, eg, g_nan, g_inf, g_zero = _decode(self.gain)
+        flags = Signal(4)                        # sign, x zero, NaN, infinity (of a non-NaN result)
         x_sig, g_sig = Signal(24), Signal(24)
         weight = Signal(_EXPONENT)               # ex + r_lsb + eg: the product's lsb before rounding h
         r_sig = Signal(24)
-        m.d.sync += [flags.eq(Cat(sx ^ sg, x_zero, g_nan, g_inf)), x_sig.eq(mx), g_sig.eq(mg),
+        nan = x_nan | g_nan | (g_inf & x_zero) | (x_inf & g_zero)
+        m.d.sync += [flags.eq(Cat(sx ^ sg, x_zero, nan, g_inf | x_inf)), x_sig.eq(mx), g_sig.eq(mg),
                      weight.eq(ex + self.r_lsb + eg), r_sig.eq(self.r_sig)]
 
         # ---- h = x * r, rounded to 24 bits ------------------------------------------------------
@@ -114,7 +120,7 @@ class RmsOutput(wiring.Component):
         weight3 = _delay(m, h_weight, second.latency, "weight3")
         m.d.comb += [
             rnd.sign.eq(flags3[0]), rnd.magnitude.eq(second.p[:48]), rnd.exponent.eq(weight3),
-            rnd.nan.eq(flags3[2] | (flags3[3] & flags3[1])), rnd.inf.eq(flags3[3]),
+            rnd.nan.eq(flags3[2]), rnd.inf.eq(flags3[3]),
         ]
         m.d.sync += self.result.eq(rnd.result)
         return m

@@ -17,7 +17,7 @@ from verification.scoreboard import InOrderScoreboard
 from verification.stream import StreamDriver, StreamMonitor, StreamSink
 
 __all__ = ["VpuJob", "VpuEnv", "expected_beats", "operand_beats", "operand_stream", "model_result",
-           "random_job", "random_composite_job", "SPECIALS"]
+           "random_job", "random_composite_job", "random_rope_job", "random_topk_job", "SPECIALS"]
 
 SPECIALS = np.array([0x0000_0000, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001,
                      0x7F80_0001, 0x0000_0001, 0x807F_FFFF, 0x0080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF,
@@ -92,6 +92,8 @@ def model_result(job, lanes, slots):
         return _u32(vpu.rmsnorm(x, _f32(b), eps, lanes=lanes, slots=slots))
     if op == Op.SOFTMAX:
         return _u32(vpu.softmax(x))
+    if op == Op.ROPE:
+        return _u32(vpu.rope(x, _f32(b), _f32(c)))
     raise ValueError(f"no model adapter for {op}")
 
 
@@ -115,19 +117,33 @@ def operand_stream(job, name, lanes, rng=None):
         return operand_beats(rows, lanes, rng)
     beats = []
     for row in rows:
-        for _ in range(PASSES[job.op]):
-            beats += operand_beats(row[None, :], lanes, rng)
+        for index in range(PASSES[job.op]):
+            if job.op == Op.ROPE and index == 0:          # x rotated by half its length
+                row_in = np.roll(row, -(len(row) // 2))
+            else:
+                row_in = row
+            beats += operand_beats(row_in[None, :], lanes, rng)
     return beats
 
 
-def expected_beats(job, lanes, slots, max_length=vpu.MAX_LENGTH, supported=None):
+def expected_beats(job, lanes, slots, max_length=vpu.MAX_LENGTH, supported=None, rope_length=256, max_k=8):
     """The result beats (dicts of ``result_beat``) the unit must produce for ``job``."""
     eps = job.scalar0
     bad_eps = job.op == Op.RMSNORM and ((eps >> 23) & 0xFF == 0xFF or (eps >> 31 and eps & 0x7FFF_FFFF))
-    if job.n == 0 or job.n > max_length or (supported is not None and job.op not in supported) or bad_eps:
+    bad_rope = job.op == Op.ROPE and (job.n % 2 == 1 or job.n > rope_length)
+    bad_k = job.op == Op.TOPK and not 1 <= job.scalar0 <= min(job.n, max_k)
+    if (job.n == 0 or job.n > max_length or (supported is not None and job.op not in supported) or bad_eps
+            or bad_rope or bad_k):
         return [{"data": [0] * lanes, "last": 1, "error": 1}]
-    want = model_result(job, lanes, slots)
     beats = []
+    if job.op == Op.TOPK:                                # per row: the values' beats, the indices' beats
+        values, indices = vpu.topk(_f32(job.x), job.scalar0)
+        for v_row, i_row in zip(_u32(values), indices.astype(np.uint32), strict=True):
+            for data in operand_beats(v_row[None, :], lanes) + operand_beats(i_row[None, :], lanes):
+                beats.append({"data": data, "last": 0, "error": 0})
+        beats[-1]["last"] = 1
+        return beats
+    want = model_result(job, lanes, slots)
     if want.ndim == 1:                                   # one result per row
         for value in want:
             beats.append({"data": [int(value)] + [0] * (lanes - 1), "last": 0, "error": 0})
@@ -146,9 +162,10 @@ class VpuEnv:
     them itself, to report every mismatch rather than the first)."""
 
     def __init__(self, dut, lanes, slots, rng, *, max_length=vpu.MAX_LENGTH, supported=None,
-                 idle_prob=0.0, stall_prob=0.0, check=True):
+                 rope_length=256, max_k=8, idle_prob=0.0, stall_prob=0.0, check=True):
         self.lanes, self.slots, self.rng = lanes, slots, rng
-        self.max_length, self.supported = max_length, supported
+        self.max_length, self.supported, self.rope_length = max_length, supported, rope_length
+        self.max_k = max_k
         beat = vector_beat(lanes)
         self.cmd = StreamDriver(dut, "cmd", dut.clk, layout=VpuCommand, idle_prob=idle_prob)
         self.operands = {name: StreamDriver(dut, name, dut.clk, layout=beat, idle_prob=idle_prob)
@@ -163,7 +180,8 @@ class VpuEnv:
 
     def submit(self, job):
         """Queue ``job``'s command and operand beats and (when checking) its expected results."""
-        beats = expected_beats(job, self.lanes, self.slots, self.max_length, self.supported)
+        beats = expected_beats(job, self.lanes, self.slots, self.max_length, self.supported, self.rope_length,
+                               self.max_k)
         for beat in beats:
             if self.check:
                 self.scoreboard.expect(beat)
@@ -258,3 +276,34 @@ def random_composite_job(rng, op, lanes, *, max_rows=3, max_n=None):
                       rng.normal(1.0, 0.2, n).astype(np.float32).view(np.uint32) for _ in range(rows)])
         s0 = int(rng.choice(EPS_CHOICES)) if rng.random() < 0.8 else int(rng.integers(0, 0x7F80_0000))
     return VpuJob(op, x, b, None, s0, 0)
+
+
+def random_rope_job(rng, lanes, *, max_rows=3, max_n=None):
+    """A random rope command: an even head dimension (a multiple of ``lanes``, or not), ``x`` of every
+    class, and ``cos``/``sin`` from :func:`sim_models.vpu.rope_tables` or of every class."""
+    max_n = max_n or 6 * lanes
+    rows = int(rng.integers(1, max_rows + 1))
+    n = 2 * int(rng.choice([1, lanes, lanes + 1, int(rng.integers(1, max_n // 2 + 1))]))
+    x = random_operand(rng, rows, n)
+    if rng.random() < 0.6:
+        positions = rng.integers(0, 1 << 17, rows)
+        cos, sin = vpu.rope_tables(positions, n, theta=float(rng.choice([1e4, 5e5, 1e6])))
+        cos, sin = cos.view(np.uint32), sin.view(np.uint32)
+    else:
+        cos, sin = random_operand(rng, rows, n), random_operand(rng, rows, n)
+    return VpuJob(Op.ROPE, x, cos, sin)
+
+
+def random_topk_job(rng, lanes, max_k, *, max_rows=3, max_n=None):
+    """A random topk command: ``k`` from 1 to ``max_k``, rows with many ties (few distinct values), NaN,
+    infinities and signed zeros, or uniform patterns."""
+    max_n = max_n or 6 * lanes
+    rows = int(rng.integers(1, max_rows + 1))
+    n = int(rng.choice([1, lanes, lanes + 1, int(rng.integers(1, max_n + 1))]))
+    if rng.random() < 0.5:                               # ties: a few distinct values, specials among them
+        pool = np.concatenate([SPECIALS, random_operand(rng, 1, 4)[0]])
+        x = rng.choice(pool[: int(rng.integers(2, len(pool) + 1))], (rows, n))
+    else:
+        x = random_operand(rng, rows, n)
+    k = int(rng.integers(1, min(n, max_k) + 1))
+    return VpuJob(Op.TOPK, x.astype(np.uint32), scalar0=k)

@@ -16,14 +16,22 @@ import numpy as np
 from rtl.vpu.layouts import COMPOSITES, ELEMENTWISE, REDUCTIONS, Op
 from verification import config
 from verification.bench import numpy_rng, start_clock_and_reset, wait_until
-from verification.vpu.env import VpuEnv, VpuJob, random_composite_job, random_job
+from verification.vpu.env import (
+    VpuEnv,
+    VpuJob,
+    random_composite_job,
+    random_job,
+    random_rope_job,
+    random_topk_job,
+)
 
 
 def _env(dut, rng, idle_prob, stall_prob):
     cfg = config()
     supported = tuple(Op[name] for name in cfg["supported"])
     return VpuEnv(dut, cfg["lanes"], cfg["slots"], rng, max_length=cfg["max_length"],
-                  supported=supported, idle_prob=idle_prob, stall_prob=stall_prob)
+                  supported=supported, rope_length=cfg["rope_length"], max_k=cfg["max_k"],
+                  idle_prob=idle_prob, stall_prob=stall_prob)
 
 
 async def _run(dut, env, jobs, max_cycles):
@@ -95,3 +103,37 @@ async def composites(dut):
         for eps in (0x7FC0_0000, 0x7F80_0000, 0xBF80_0000):
             jobs.insert(1, VpuJob(Op.RMSNORM, x, x, scalar0=eps))
     await _run(dut, env, jobs, max_cycles=200_000)
+
+
+@cocotb.test()
+async def rope(dut):
+    """rope over head dimensions from 2 to the build's rope_length, tables from the documented recipe
+    and operands of every class; odd and too long rows refused. Each row arrives rotated by half, then
+    straight; cos and sin once."""
+    rng = numpy_rng(4)
+    await start_clock_and_reset(dut)
+    env = _env(dut, rng, idle_prob=0.15, stall_prob=0.3)
+    jobs = [random_rope_job(rng, env.lanes) for _ in range(10)]
+    longest = random_rope_job(rng, env.lanes, max_rows=2)
+    operands = (longest.x, longest.b, longest.c)
+    jobs.append(VpuJob(Op.ROPE, *(np.resize(v, (2, env.rope_length)) for v in operands)))
+    odd, long = (VpuJob(Op.ROPE, np.resize(jobs[0].x, (1, n)), np.resize(jobs[0].b, (1, n)),
+                        np.resize(jobs[0].c, (1, n))) for n in (2 * env.lanes + 1, env.rope_length + 2))
+    jobs[3:3] = [odd, long]
+    await _run(dut, env, jobs, max_cycles=100_000)
+
+
+@cocotb.test()
+async def topk(dut):
+    """topk with k from 1 to the build's max_k over rows full of ties, NaN, infinities and signed
+    zeros, back to back with other commands; k of 0, above max_k or above the length refused."""
+    rng = numpy_rng(5)
+    await start_clock_and_reset(dut)
+    env = _env(dut, rng, idle_prob=0.15, stall_prob=0.3)
+    jobs = [random_topk_job(rng, env.lanes, env.max_k) for _ in range(14)]
+    jobs.append(random_topk_job(rng, env.lanes, env.max_k, max_rows=1, max_n=env.max_length))
+    jobs.insert(4, random_job(rng, Op.SUM, env.lanes))
+    x = jobs[0].x
+    for k in (0, env.max_k + 1, x.shape[1] + 1):
+        jobs.insert(2, VpuJob(Op.TOPK, x, scalar0=k))
+    await _run(dut, env, jobs, max_cycles=100_000)

@@ -142,3 +142,22 @@ def test_output_matches_model(multiplier):
     assert not bad, f"seed {seed}:\n" + "\n".join(
         f"x={v['x']:#010x} gain={v['gain']:#010x} r=({v['r_sig']:#x}, {v['r_lsb']}): "
         f"got {g:#010x}, expected {w:#010x}" for v, g, w in bad[:10])
+
+
+def test_unit_scale_is_the_binary32_product():
+    """With r = 1 the unit is vpu.mul (rope's products): every special of x and gain, random values."""
+    seed = 13
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    specials = [0x0000_0000, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001, 0x0000_0001,
+                0x807F_FFFF, 0x7F7F_FFFF, 0x3F80_0000]
+    pairs = [(a, b) for a in specials for b in specials]
+    pairs += [(rng.randrange(1 << 32), rng.randrange(1 << 32)) for _ in range(1500)]
+    vectors = [{"x": a, "gain": b, "r_sig": 1 << 23, "r_lsb": -23} for a, b in pairs]
+    got = run_pipeline(RmsOutput(), vectors, ["result"])
+    want = np.asarray(vpu.mul(np.array([a for a, _ in pairs], np.uint32).view(np.float32),
+                              np.array([b for _, b in pairs], np.uint32).view(np.float32))).view(np.uint32)
+    bad = [(a, b, g["result"], int(w)) for (a, b), g, w in zip(pairs, got, want, strict=True)
+           if g["result"] != w]
+    assert not bad, f"seed {seed}:\n" + "\n".join(f"{a:#010x} * {b:#010x}: got {g:#010x}, expected {w:#010x}"
+                                                   for a, b, g, w in bad[:10])
