@@ -39,8 +39,9 @@ async def cycles_per_operation(dut):
             if op in PASSES:                         # rows of normal values (specials give all-NaN rows)
                 operands = {name: rng.standard_normal((1, n)).astype(np.float32).view(np.uint32)
                             for name in "xbc"}
-            # scale by 1.5; clamp to [-4, 4]; rmsnorm's eps 1e-6
-            scalar0 = {Op.CLAMP: 0xC080_0000, Op.RMSNORM: 0x3586_37BD}.get(op, 0x3FC0_0000)
+            # scale by 1.5; clamp to [-4, 4]; rmsnorm's eps 1e-6; topk's k the build's largest
+            scalar0 = {Op.CLAMP: 0xC080_0000, Op.RMSNORM: 0x3586_37BD,
+                       Op.TOPK: env.max_k}.get(op, 0x3FC0_0000)
             job = VpuJob(op, operands["x"], operands["b"], operands["c"], scalar0=scalar0,
                          scalar1=0x4080_0000)
             span.restart()
