@@ -66,6 +66,13 @@ class _Override:
 _MX_USERS = ("tests/rtl/mx/test_block_dot_cocotb.py", "tests/rtl/mx/test_mac_array_cocotb.py")
 _KV_COCOTB = ("tests/rtl/kv/test_kv_cache_cocotb.py",)
 _ROUTER_COCOTB = ("tests/rtl/noc/test_router_cocotb.py",)
+_VPU_COCOTB = ("tests/rtl/vpu/test_vector_unit_cocotb.py",)
+
+
+def _vpu(*fast, proofs=(), note="cocotb: through VectorUnit"):
+    """A vector-unit file: its own fast tests, then the VectorUnit's cocotb regression."""
+    return _Override(fast=tuple(f"tests/rtl/vpu/{name}" for name in fast), proofs=proofs, cocotb=_VPU_COCOTB,
+                     note=note)
 
 #: RTL file -> its tests, for every file whose tests do not follow the naming convention (or that
 #: is also exercised by the cocotb tests of the blocks using it). An entry replaces the convention.
@@ -119,6 +126,24 @@ OVERRIDES = {
         fast=("tests/rtl/noc/test_traffic.py",), cocotb=("tests/rtl/noc/test_traffic_mesh_cocotb.py",)),
     "rtl/noc/vc_buffer.py": _Override(
         fast=("tests/rtl/noc/test_allocators.py",), proofs=("noc_vc_buffer*",), cocotb=_ROUTER_COCOTB),
+    "rtl/vpu/accumulator.py": _vpu("test_accumulator.py", "test_reducer.py"),
+    "rtl/vpu/divider.py": _vpu("test_divider.py", "test_function_unit.py"),
+    "rtl/vpu/exp_core.py": _vpu("test_exp_core.py", "test_function_unit.py"),
+    "rtl/vpu/fp32_compare.py": _vpu("test_fp32_compare.py", "test_lane.py"),
+    "rtl/vpu/fp32_fma.py": _vpu("test_fp32_fma.py", proofs=("vpu_fma_add*",)),
+    "rtl/vpu/function_unit.py": _vpu("test_function_unit.py", "test_lane.py"),
+    "rtl/vpu/grid_sum.py": _vpu("test_grid_sum.py"),
+    "rtl/vpu/isqrt.py": _vpu("test_isqrt.py", "test_function_unit.py"),
+    "rtl/vpu/lane.py": _vpu("test_lane.py"),
+    "rtl/vpu/layouts.py": _vpu(note="the layouts; cocotb: through VectorUnit"),
+    "rtl/vpu/max_reducer.py": _vpu("test_reducer.py"),
+    "rtl/vpu/multiplier.py": _vpu("test_multiplier.py"),
+    "rtl/vpu/reducer.py": _vpu("test_reducer.py"),
+    "rtl/vpu/rms_output.py": _vpu("test_rms_output.py"),
+    "rtl/vpu/rms_scale.py": _vpu("test_rms_scale.py"),
+    "rtl/vpu/round_pack.py": _vpu("test_round_pack.py", "test_fp32_fma.py"),
+    "rtl/vpu/topk.py": _vpu("test_topk.py"),
+    "rtl/vpu/vector_unit.py": _vpu(note="through its cocotb regression"),
 }
 
 

@@ -14,7 +14,7 @@ SCALE_EXPONENT = signed(12)
 
 _WINDOW = 64          # the sum S + eps * n, aligned: top bit at 62 (63 holds the carry)
 _DIVIDEND = 42        # its leading bits divided by n: a quotient of at least 28 bits
-_RADICAND = 62        # sig << (36 + p), zero-extended to an even width
+_RADICAND = 64        # sig << (36 + p), zero-extended to a multiple of four bits
 _QUOTIENT = 27        # bits of floor(2**59 / d), the reciprocal of the root
 
 
@@ -43,12 +43,12 @@ class RmsScale(wiring.Component):
     1. ``V = S/n + eps`` correctly rounded to a 24-bit significand (nearest even) with an unbounded
        exponent. The sum ``S + eps * n`` is formed exactly in a 64-bit window (the term with the lower
        top bit may lose bits below it: they become a sticky bit), its leading 42 bits are divided by
-       ``n`` one quotient bit per cycle (at least 28 quotient bits), and the remainder, the bits
+       ``n`` two quotient bits per cycle (at least 28 quotient bits), and the remainder, the bits
        below and the sticky bit decide the rounding. That is the exact quotient's rounding: bits
        below the quotient's last place never change the quotient, only whether it is exact.
-    2. ``s = isqrt(v_sig << (36 + p))`` with ``p`` the parity of ``v_lsb``, two radicand bits per
-       cycle, and ``h = (v_lsb - 36 - p) / 2`` (``sim_models.vpu._rsqrt_parts``).
-    3. ``1 / (s * 2**h)``: ``s`` normalized to 34 bits, ``q = floor(2**59 / d)`` one bit per cycle
+    2. ``s = isqrt(v_sig << (36 + p))`` with ``p`` the parity of ``v_lsb``, two root bits per cycle,
+       and ``h = (v_lsb - 36 - p) / 2`` (``sim_models.vpu._rsqrt_parts``).
+    3. ``1 / (s * 2**h)``: ``s`` normalized to 34 bits, ``q = floor(2**59 / d)`` two bits per cycle
        with its sticky bit, and ``2q + sticky`` rounded to 24 bits (nearest even): ``r_sig * 2**r_lsb``.
 
     ``zero`` is set instead when ``V`` is zero (an all-zero row and ``eps = 0``): the row's outputs
@@ -96,7 +96,35 @@ class RmsScale(wiring.Component):
     def latency(self):
         """Cycles from ``start`` to ``done``."""
         # load, product, align, normalize, divide, round, sqrt, normalize, reciprocal, round
-        return 1 + 1 + 1 + 1 + _DIVIDEND + 1 + _RADICAND // 2 + 1 + _QUOTIENT + 1
+        return 1 + 1 + 1 + 1 + _DIVIDEND // 2 + 1 + _RADICAND // 4 + 1 + (_QUOTIENT + 1) // 2 + 1
+
+    @staticmethod
+    def _divide_step(m, rem, bit, n, name):
+        """One restoring-division step: ``(2 * rem + bit) mod-n`` and its quotient bit."""
+        trial = Cat(bit, rem)
+        fits = Signal(name=f"{name}_fits")
+        rest = Signal(15, name=f"{name}_rest")
+        m.d.comb += [fits.eq(trial >= n), rest.eq(Mux(fits, trial - n, trial))]
+        return rest, fits
+
+    @staticmethod
+    def _sqrt_step(m, rem, root, two_bits, name):
+        """One square-root step: the next two radicand bits, the trial ``4 * root + 1``."""
+        trial = Cat(two_bits, rem)
+        bar = Cat(Const(1, 2), root)                       # 4 * root + 1
+        fits = Signal(name=f"{name}_fits")
+        rest = Signal(36, name=f"{name}_rest")
+        grown = Signal(32, name=f"{name}_root")
+        m.d.comb += [fits.eq(trial >= bar), rest.eq(Mux(fits, trial - bar, trial)), grown.eq(Cat(fits, root))]
+        return rest, grown
+
+    @staticmethod
+    def _reciprocal_step(m, rem, divisor, name):
+        """One step of ``floor(2**59 / d)``: the quotient bit and what remains (not yet doubled)."""
+        fits = Signal(name=f"{name}_fits")
+        rest = Signal(35, name=f"{name}_rest")
+        m.d.comb += [fits.eq(rem >= divisor), rest.eq(Mux(fits, rem - divisor, rem))]
+        return rest, fits
 
     def elaborate(self, platform):
         m = Module()
@@ -187,17 +215,17 @@ class RmsScale(wiring.Component):
                 ]
                 m.next = "DIVIDE"
             with m.State("DIVIDE"):
-                # Restoring division by n, one quotient bit per cycle, most significant first.
+                # Restoring division by n, two quotient bits per cycle, most significant first.
                 m.d.comb += self.busy.eq(1)
-                trial = Cat(dividend[_DIVIDEND - 1], rem)
-                fits = trial >= n
+                high_rem, high = self._divide_step(m, rem, dividend[_DIVIDEND - 1], n, "div_high")
+                low_rem, low = self._divide_step(m, high_rem, dividend[_DIVIDEND - 2], n, "div_low")
                 m.d.sync += [
-                    rem.eq(Mux(fits, trial - n, trial)),
-                    quotient.eq(Cat(fits, quotient)),
-                    dividend.eq(dividend << 1),
-                    count.eq(count + 1),
+                    rem.eq(low_rem),
+                    quotient.eq(Cat(low, high, quotient)),
+                    dividend.eq(dividend << 2),
+                    count.eq(count + 2),
                 ]
-                with m.If(count == _DIVIDEND - 1):
+                with m.If(count == _DIVIDEND - 2):
                     m.next = "ROUND_V"
             with m.State("ROUND_V"):
                 # V = quotient (28 to 42 bits) rounded to 24; then the radicand of its square root.
@@ -216,18 +244,17 @@ class RmsScale(wiring.Component):
                 ]
                 m.next = "SQRT"
             with m.State("SQRT"):
-                # Restoring square root, two radicand bits (one root bit) per cycle.
+                # Restoring square root, four radicand bits (two root bits) per cycle.
                 m.d.comb += self.busy.eq(1)
-                trial = Cat(radicand[_RADICAND - 2:], sq_rem)
-                bar = Cat(Const(1, 2), root)               # 4 * root + 1
-                fits = trial >= bar
+                top = _RADICAND - 2
+                rem1, root1 = self._sqrt_step(m, sq_rem, root, radicand[top:], "sqrt_high")
+                rem2, root2 = self._sqrt_step(m, rem1, root1, radicand[top - 2:top], "sqrt_low")
                 m.d.sync += [
-                    sq_rem.eq(Mux(fits, trial - bar, trial)),
-                    root.eq(Cat(fits, root)),
-                    radicand.eq(radicand << 2),
+                    sq_rem.eq(rem2), root.eq(root2),
+                    radicand.eq(radicand << 4),
                     count.eq(count + 1),
                 ]
-                with m.If(count == _RADICAND // 2 - 1):
+                with m.If(count == _RADICAND // 4 - 1):
                     m.next = "PREPARE"
             with m.State("PREPARE"):
                 # The root (30 or 31 bits) normalized to a 34-bit divisor.
@@ -240,17 +267,19 @@ class RmsScale(wiring.Component):
                 ]
                 m.next = "RECIPROCAL"
             with m.State("RECIPROCAL"):
-                # floor(2**33 * 2**26 / d), one quotient bit per cycle.
+                # floor(2**33 * 2**26 / d): one quotient bit in the first cycle, then two per cycle.
                 m.d.comb += self.busy.eq(1)
-                fits = r_rem >= divisor
-                rest = Signal(35)
-                m.d.comb += rest.eq(Mux(fits, r_rem - divisor, r_rem))
-                m.d.sync += [recip.eq(Cat(fits, recip)), count.eq(count + 1)]
-                with m.If(count == _QUOTIENT - 1):
-                    m.d.sync += r_rem.eq(rest)
-                    m.next = "ROUND_R"
+                rest1, bit1 = self._reciprocal_step(m, r_rem, divisor, "recip_high")
+                rest2, bit2 = self._reciprocal_step(m, rest1 << 1, divisor, "recip_low")
+                with m.If(count == 0):
+                    m.d.sync += [recip.eq(Cat(bit1, recip)), r_rem.eq(rest1 << 1), count.eq(1)]
                 with m.Else():
-                    m.d.sync += r_rem.eq(rest << 1)
+                    m.d.sync += [recip.eq(Cat(bit2, bit1, recip)), count.eq(count + 2)]
+                    with m.If(count == _QUOTIENT - 2):
+                        m.d.sync += r_rem.eq(rest2)
+                        m.next = "ROUND_R"
+                    with m.Else():
+                        m.d.sync += r_rem.eq(rest2 << 1)
             with m.State("ROUND_R"):
                 # 2q + sticky (27 or 28 bits) rounded to 24: the scale.
                 m.d.comb += self.busy.eq(1)
