@@ -31,6 +31,9 @@ LINT_WAIVERS = {
                   "expression to a narrower net (Amaranth's own truncation semantics).",
     "UNOPTFLAT": "Amaranth flattens combinational logic into wide nets whose bit-level "
                  "dependencies Verilator reports as a loop although no bit depends on itself.",
+    "CASEINCOMPLETE": "the back end writes every combinational case after a default assignment of "
+                      "its target (no latch can form); the cases of an FSM's state or an Array "
+                      "index leave out only the encodings the design never reaches.",
 }
 
 
