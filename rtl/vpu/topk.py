@@ -88,10 +88,6 @@ class TopK(wiring.Component):
     def max_k(self):
         return self._max_k
 
-    def result_beats(self, k):
-        """Result beats of one row for ``k`` (an int)."""
-        return 2 * -(-k // self._lanes)
-
     def elaborate(self, platform):
         m = Module()
         lanes, depth = self._lanes, self._max_k

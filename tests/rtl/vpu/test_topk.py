@@ -56,6 +56,7 @@ def run(rows, lanes, max_k):
             while True:
                 if ctx.get(dut.out_valid):
                     out.append([ctx.get(dut.out_data[j]) for j in range(lanes)])
+                    assert len(out) <= 2 * -(-k // lanes), "more result beats than 2 * ceil(k / lanes)"
                     if ctx.get(dut.out_last):
                         await ctx.tick()
                         break
@@ -74,7 +75,7 @@ def run(rows, lanes, max_k):
     return got, gaps
 
 
-@pytest.mark.parametrize("lanes,max_k", [(4, 8), (2, 3), (1, 1)])
+@pytest.mark.parametrize("lanes,max_k", [(4, 8), (2, 3), (1, 8), (1, 1)])
 def test_topk_matches_model(lanes, max_k):
     seed = 21 + lanes
     print(f"seed {seed}")
@@ -85,6 +86,7 @@ def test_topk_matches_model(lanes, max_k):
         rows.append((random_row(rng, n), rng.randrange(1, min(n, max_k) + 1)))
     rows.append(([0x7FC0_0000] * (3 * lanes), min(max_k, 3 * lanes)))     # all NaN: the first indices
     rows.append(([0x8000_0000, 0x0000_0000] * (2 * lanes), min(max_k, 4 * lanes)))   # +0 above -0
+    rows.append((random_row(rng, 2 * max_k + lanes), max_k))                       # the largest k
     got, gaps = run(rows, lanes, max_k)
     for (row, k), out, gap in zip(rows, got, gaps, strict=True):
         want = expected_beats(row, k, lanes)
