@@ -83,12 +83,16 @@ class Fp32Fma(wiring.Component):
 
     Latency and throughput
     ----------------------
-    :attr:`latency` cycles (12 with ``"dsp"``, 14 with ``"lut"``): two for unpacking and
-    normalizing, the multiplier's (alignment runs beside it), two for the addition and the choice of
-    the magnitude, five in :class:`~rtl.vpu.round_pack.RoundPack`. One operation per cycle. No valid
+    :attr:`latency` cycles (13 with ``"dsp"``, 15 with ``"lut"``): one for the operands' register,
+    two for unpacking and normalizing, the multiplier's (alignment runs beside it), two for the
+    addition and the choice of the magnitude, five in :class:`~rtl.vpu.round_pack.RoundPack`. The
+    operands' register gives whatever selects them (the lane's operation multiplexer) a cycle of its
+    own instead of a share of the unpacking's (leading-zero counts and special-value tests, the
+    deepest logic of the FMA). One operation per cycle. No valid
     signal and no stall logic: the pipeline is a fixed delay, frozen by ``en``.
     """
 
+    INPUT_STAGES = 1
     FRONT_STEPS = ("unpack", "normalize")
     ALIGN_STEPS = ("classify", "shift_coarse", "shift_fine")
     ALIGN_WEIGHTS = (3, 4, 4)
@@ -116,7 +120,7 @@ class Fp32Fma(wiring.Component):
     @property
     def latency(self):
         """Cycles from the operands to ``result``."""
-        return (len(self.FRONT_STEPS) + self._product.latency + len(self.BACK_STEPS)
+        return (self.INPUT_STAGES + len(self.FRONT_STEPS) + self._product.latency + len(self.BACK_STEPS)
                 + self.ROUND_STAGES)
 
     def elaborate(self, platform):
@@ -127,10 +131,15 @@ class Fp32Fma(wiring.Component):
             m.d.comb += sig.eq(value)
             return sig
 
+        # ---- the operands, registered: whatever selects them (the lane's operation multiplexer)
+        # gets a cycle of its own, not a share of the unpacking's ----------------------------------
+        operands = StepPipeline(m, self.en, (1,), self.INPUT_STAGES, prefix="fma_in_")
+        ops = operands.finish(operands.step(0, {"a": self.a, "b": self.b, "c": self.c}))
+
         front = StepPipeline(m, self.en, (5, 5), len(self.FRONT_STEPS), prefix="fma_")
 
         # ---- front step 0: unpack; leading zeros of a and b, trailing zeros of c; specials --------
-        ua, ub, uc = _unpack(self.a), _unpack(self.b), _unpack(self.c)
+        ua, ub, uc = _unpack(ops["a"]), _unpack(ops["b"]), _unpack(ops["c"])
         sp = ua["sign"] ^ ub["sign"]
         p_inf = ua["inf"] | ub["inf"]
         nan = (ua["nan"] | ub["nan"] | uc["nan"]

@@ -47,9 +47,10 @@ class MaxReducer(wiring.Component):
 
     Latency and throughput
     ----------------------
-    :attr:`latency` ``= log2(lanes) + 2`` cycles from the transfer of a row's last beat to its
-    result on ``o`` (5 for 8 lanes; offered that cycle when nothing is queued); one beat per cycle,
-    rows of any length back to back.
+    :attr:`latency` ``= log2(lanes) + 3`` cycles from the transfer of a row's last beat to its
+    result on ``o`` (6 for 8 lanes; offered that cycle when nothing is queued): the beat's input
+    register, the running maximum, the tree, the conversion back; one beat per cycle, rows of any
+    length back to back.
 
     Resources (ECP5)
     ----------------
@@ -78,14 +79,17 @@ class MaxReducer(wiring.Component):
     @property
     def latency(self):
         """Cycles from the transfer of a row's last beat to its result on ``o``."""
-        return (self._lanes - 1).bit_length() + 2
+        return (self._lanes - 1).bit_length() + 3
 
     def elaborate(self, platform):
         m = Module()
-        beat = self.i.payload
         room = Signal()
         m.d.comb += self.i.ready.eq(room)
-        accept = self.i.valid & room
+        # Every transfer is registered first (no clock enable): the producer's issue logic and lane
+        # mask get a cycle of their own, the running maxima compare registered beats.
+        beat = Signal(beat_layout(self._lanes), name="beat_r", reset_less=True)
+        accept = Signal(name="accept_r")
+        m.d.sync += [beat.eq(self.i.payload), accept.eq(self.i.valid & room)]
         row_open = Signal()
         start = beat.first | ~row_open
         with m.If(accept):
@@ -135,5 +139,6 @@ class MaxReducer(wiring.Component):
         out = Signal(32, name="result")
         out_valid = Signal()
         m.d.sync += [out.eq(result), out_valid.eq(valid)]
-        m.d.comb += room.eq(result_queue(m, self.o, out_valid, out, accept & beat.last, self.queue_depth))
+        row_in = self.i.valid & room & self.i.payload.last
+        m.d.comb += room.eq(result_queue(m, self.o, out_valid, out, row_in, self.queue_depth))
         return m

@@ -19,7 +19,7 @@ from verification.pipeline import run_pipeline
 
 QNAN = fp32.QNAN
 SIGN = fp32.SIGN_BIT
-LATENCY = {"dsp": 12, "lut": 14}
+LATENCY = {"dsp": 13, "lut": 15}
 
 
 def run(dut, vectors, enable=None):
