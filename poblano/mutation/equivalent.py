@@ -18,6 +18,59 @@ EQUIVALENT = {
             "otherwise only on the branch taken when skid_valid is 0; so holding o.valid instead of setting "
             "it to 1 changes nothing",
     },
+    "rtl/vpu/grid_sum.py": {
+        ("GridSum.elaborate", "lanes + 1", "lanes + 2"):
+            "a wider lane counter: it counts 0 .. lanes-1 in either width",
+    },
+    "rtl/vpu/topk.py": {
+        ("order_key", "x[:31]", "x[:32]"):
+            "only taken for a negative x, whose bit 31 is 1: ~x[31] is the 0 that zero-extending ~x[:31] "
+            "gives",
+        ("order_key", "Const(1 << 32, 33)", "Const(1 << 32, 34)"):
+            "a wider constant in a key that is truncated to its 33 bits where it is stored and read",
+        ("order_key", "Const(0, 1)", "Const(0, 2)"):
+            "a wider zero at the top of a key that is truncated to its 33 bits where it is stored and read",
+        ("TopK.elaborate", "Mux(self.first, 0, entry.as_value())", "Mux(self.first, 1, entry.as_value())"):
+            "a row then starts with valid entries of key 0 in every lane list; key 0 belongs to no element "
+            "(its pattern, x[:31] all ones with the sign set, is a NaN, which has key 2**32), so these "
+            "entries rank below every element, and with k <= n (checked by VectorUnit) the k largest are "
+            "always real elements; entries beyond k are never output",
+        ("TopK.elaborate", "Const(1, 1)", "Const(2, 1)"):
+            "for entry 0 the 'from above' choice picks between new and new",
+        ("TopK.elaborate", "2 * depth", "3 * depth"):
+            "a wider output counter or slot index: the same values fit",
+    },
+    "rtl/vpu/rms_output.py": {
+        ("RmsOutput.elaborate", "Signal(4)", "Signal(5)"): "a wider flag register: the top bit is never read",
+        ("RmsOutput.elaborate", "Signal(24)", "Signal(25)"):
+            "a wider significand register holding a 24-bit value; the multiplier reads its 24 bits",
+        ("RmsOutput.elaborate", "x_nan | g_nan | (g_inf & x_zero)", "x_nan | g_nan ^ (g_inf & x_zero)"):
+            "g_nan and g_inf are never both set, so xor and or agree",
+        ("RmsOutput.elaborate", "Signal(48)", "Signal(49)"):
+            "the normalized product's top bit is bit 47; bit 48 is always 0 and only widens the kept part "
+            "by a zero",
+    },
+    "rtl/vpu/rms_scale.py": {
+        ("_rne24", 'Signal(25, name=f"{name}_total")', 'Signal(26, name=f"{name}_total")'):
+            "kept + up is at most 2**24: 25 bits hold it",
+        ("RmsScale._reciprocal_step", "rem >= divisor", "rem > divisor"):
+            "rem equals the divisor only when the division is exact, i.e. d = 2**33 (V a power of four); "
+            "the mutant then gives q = 2**26 - 1 with a non-zero remainder, and 2q + 1 = 2**27 - 1 rounds "
+            "to the same 24-bit scale as the exact 2q = 2**27",
+        ("RmsScale.elaborate", "Signal(15)", "Signal(14)"):
+            "the division step's remainder is below n <= 8192: 14 bits hold it",
+        ("RmsScale.elaborate", "Signal(34)", "Signal(35)"):
+            "the divisor is the root shifted so its top bit is bit 33; bit 34 is always 0",
+        ("RmsScale.elaborate", "a_top >= b_top", "a_top > b_top"):
+            "on a tie both tops are equal: the same top is chosen",
+        ("RmsScale.elaborate", 'Signal(6, name=f"{name}_shift")', 'Signal(7, name=f"{name}_shift")'):
+            "the shift amount is clamped to 63 before it is stored",
+        ("RmsScale.elaborate", "recip.eq(0)", "recip.eq(1)"):
+            "the 27 reciprocal steps shift every initial bit of the 27-bit quotient out",
+        ("RmsScale.elaborate", "r_rem != 0", "r_rem != 1"):
+            "2**59 mod d is never 1 for d in [2**33, 2**34) (2**59 - 1 = 179951 * 3203431780337 has no "
+            "divisor there); it is 0 only for d = 2**33, where 2q + 1 = 2**27 + 1 rounds like 2q = 2**27",
+    },
 }
 
 

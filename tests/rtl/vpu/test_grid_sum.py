@@ -48,7 +48,7 @@ def run(rows, lanes):
     return dut, got
 
 
-@pytest.mark.parametrize("lanes", [4, 1])
+@pytest.mark.parametrize("lanes", [4, 2, 1])
 def test_exact_sum(lanes):
     seed = 31 + lanes
     print(f"seed {seed}")

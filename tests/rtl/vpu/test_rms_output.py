@@ -75,3 +75,43 @@ def test_unit_scale_is_the_binary32_product():
            if g["result"] != w]
     assert not bad, f"seed {seed}:\n" + "\n".join(f"{a:#010x} * {b:#010x}: got {g:#010x}, expected {w:#010x}"
                                                    for a, b, g, w in bad[:10])
+
+
+def _rounding_corners():
+    """(x_sig, r_sig) pairs whose product makes h's rounding hit a corner: a tie (guard set, nothing
+    below) with an even kept part, and a carry into the next binade (the 24 leading bits all ones, the
+    guard set: products just below 2**47)."""
+    rng = random.Random(5)
+    ties, carries = [], []
+
+    def sparse():
+        return (1 << 23) | sum(1 << rng.randrange(23) for _ in range(rng.randrange(1, 4)))
+
+    while len(ties) < 30:
+        x, r = sparse(), sparse()
+        p = x * r
+        normal = p << (47 - (p.bit_length() - 1))
+        kept, guard, low = normal >> 24, (normal >> 23) & 1, normal & ((1 << 23) - 1)
+        if guard and kept % 2 == 0 and low == 0:
+            ties.append((x, r))
+    while len(carries) < 30:
+        r = rng.randrange(0xB504F4, 1 << 24)
+        x = ((1 << 47) - 1) // r
+        if x >= 1 << 23 and (x * r) >> 23 == (1 << 24) - 1 and (x * r) >> 22 & 1:
+            carries.append((x, r))
+    return ties + carries
+
+
+def test_scale_rounding_corners():
+    """h = round24x(x * r) at its ties and at the carry into the next binade (both easily missed by
+    random operands)."""
+    pairs = _rounding_corners()
+    vectors = [{"x": (127 << 23) | (x & 0x7F_FFFF), "gain": 0x3F80_0000, "r_sig": r, "r_lsb": -23}
+               for x, r in pairs]
+    vectors += [{"x": (100 << 23) | (x & 0x7F_FFFF), "gain": 0x4040_0000, "r_sig": r, "r_lsb": 10}
+                for x, r in pairs]
+    got = run_pipeline(RmsOutput(), vectors, ["result"])
+    bad = [(v, g["result"], _expected_output(v)) for v, g in zip(vectors, got, strict=True)
+           if g["result"] != _expected_output(v)]
+    assert not bad, "\n".join(f"x={v['x']:#010x} r=({v['r_sig']:#x}, {v['r_lsb']}): got {g:#010x}, "
+                              f"expected {w:#010x}" for v, g, w in bad[:10])

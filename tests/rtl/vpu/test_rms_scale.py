@@ -44,6 +44,16 @@ def scale_cases(rng, count):
         for eps in EPS:
             cases.append((_sum_squares(_random_row(rng, min(n, 64)) if n > 64 else _random_row(rng, n)),
                           n, eps))
+    # Exact quotients: V a power of four (the root and the reciprocal exact), V a tie of the 24-bit
+    # rounding (x**2 of 25 bits, odd), and the tie just broken by an eps whose bits fall below the
+    # divided window.
+    for k in (-60, -1, 0, 1, 37):
+        for n in (1, 4, 7, 64):
+            row = np.full(n, np.float32(2.0 ** k)).view(np.uint32).astype(np.int64)
+            cases.append((_sum_squares(row), n, 0))
+    for eps in (0, 0x3080_0000, 0x2F80_0000):           # 0, 2**-30, 2**-32
+        for x in (4097.0, 4101.0, 4103.0, 8191.0):     # 4101, 4103: r differs between V's neighbours
+            cases.append((_sum_squares(np.array([x], np.float32).view(np.uint32).astype(np.int64)), 1, eps))
     while len(cases) < count:
         n = rng.choice([1, 3, rng.randrange(1, 65), rng.randrange(1, 8193)])
         row = _random_row(rng, min(n, 48))
@@ -66,12 +76,14 @@ def run_scale(cases):
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
-            cycles = 1
+            cycles, busy = 1, 0
             while not ctx.get(dut.done):
+                busy += ctx.get(dut.busy)
                 await ctx.tick()
                 cycles += 1
                 assert cycles <= dut.latency, "no done within the latency"
-            got.append((ctx.get(dut.zero), ctx.get(dut.r_sig), ctx.get(dut.r_lsb), cycles))
+            assert not ctx.get(dut.busy), "busy in the cycle of done"
+            got.append((ctx.get(dut.zero), ctx.get(dut.r_sig), ctx.get(dut.r_lsb), cycles, busy))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -86,11 +98,12 @@ def test_scale_matches_model():
     cases = scale_cases(random.Random(seed), 160)
     dut, got = run_scale(cases)
     bad = []
-    for (ss, n, eps), (zero, r_sig, r_lsb, cycles) in zip(cases, got, strict=True):
+    for (ss, n, eps), (zero, r_sig, r_lsb, cycles, busy) in zip(cases, got, strict=True):
         want = vpu._rms_inverse(ss, n, eps & 0x7FFF_FFFF)
         have = None if zero else (r_sig, r_lsb)
         if have != want:
             bad.append(f"ss={ss} n={n} eps={eps:#010x}: got {have}, expected {want}")
         if not zero:
             assert cycles == dut.latency, f"seed {seed}: {cycles} cycles, latency {dut.latency}"
+            assert busy == dut.latency - 1, f"seed {seed}: busy for {busy} of {cycles} cycles"
     assert not bad, f"seed {seed}:\n" + "\n".join(bad[:10])

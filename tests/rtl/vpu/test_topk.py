@@ -54,6 +54,7 @@ def run(rows, lanes, max_k):
             ctx.set(dut.valid, 0)
             out, waited = [], 0
             while True:
+                assert ctx.get(dut.busy), "not busy while merging or writing the result"
                 if ctx.get(dut.out_valid):
                     out.append([ctx.get(dut.out_data[j]) for j in range(lanes)])
                     assert len(out) <= 2 * -(-k // lanes), "more result beats than 2 * ceil(k / lanes)"
