@@ -44,8 +44,9 @@ TOPS = [
     Top("vpu", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 4}, fpga=True, target_mhz=100,
         description="vector unit, 4 binary32 lanes (the 8-lane default needs about twice the 85F's LUTs): "
                     "FMA, exp/recip/rsqrt/sigmoid/silu, min/max, bf16; sum/sum_squares/max reducers"),
-    Top("vpu_2lanes", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 2}, target_mhz=100,
-        description="the vector unit with 2 binary32 lanes; poblano fpga --top builds it"),
+    Top("vpu_2lanes", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 2}, fpga=True, target_mhz=100,
+        description="the vector unit with 2 binary32 lanes, the size that fits a compute tile beside "
+                    "the 4x4 MAC array and a KV-cache slice on one 85F"),
     Top("noc_router", "rtl.noc.router:Router", {"x": 1, "y": 1}, fpga=True, target_mhz=100,
         synth_opts="-nowidelut -dff",
         description="5-port mesh router: 4 VCs x 4 flits per port, 2 classes, 64-bit flits, XY, credits"),
