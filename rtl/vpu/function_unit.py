@@ -55,6 +55,17 @@ def _delay(m, en, value, cycles, name):
     return value
 
 
+def _register(m, en, values, name):
+    """Each of ``values`` (a dict of name -> Value) through one register enabled by ``en``."""
+    out = {}
+    for key, value in values.items():
+        reg = Signal.like(value, name=f"{name}_{key}", reset_less=True)
+        with m.If(en):
+            m.d.sync += reg.eq(value)
+        out[key] = reg
+    return out
+
+
 def _normalize34(m, value, name):
     """``(value << shift, shift)`` with ``shift`` placing the top set bit of ``value`` at bit 33.
 
@@ -79,7 +90,8 @@ class FunctionUnit(wiring.Component):
       ``h`` are formed; sigmoid and silu feed ``-x`` to the exponential core;
     * :class:`~rtl.vpu.exp_core.ExpCore` and :class:`~rtl.vpu.isqrt.IntegerSqrt` in parallel (the
       shorter one's outputs delayed to match the longer);
-    * the divider's operands: ``1 / sig`` (reciprocal), ``1 / isqrt`` (rsqrt), ``1 / (1 + e**-x)``
+    * the divider's operands, over three cycles (the sums; the leading-zero counts and shifts; the
+      choice and the exponents): ``1 / sig`` (reciprocal), ``1 / isqrt`` (rsqrt), ``1 / (1 + e**-x)``
       (sigmoid), ``x / (1 + e**-x)`` (silu), each normalized to 34 bits (``1 + e**-x`` formed as the
       model's ``_one_plus_exp_neg``); exp passes ``(m, n - 32)`` around the divider;
     * :class:`~rtl.vpu.divider.Divider`, then :class:`~rtl.vpu.round_pack.RoundPack` of
@@ -103,7 +115,7 @@ class FunctionUnit(wiring.Component):
         Binary32 operand.
     divisor : ``In(34)``, divisor_exp : ``In(EXPONENT)``
         Softmax's denominator ``divisor * 2**divisor_exp`` (``divisor`` normalized: bit 33 set), read
-        :attr:`core_latency` cycles after ``x``.
+        :attr:`divisor_latency` cycles after ``x``.
     core_m : ``Out(34)``, core_n : ``Out(signed(9))``, core_zero : ``Out(1)``
         ``exp_core(x)`` and whether the softmax term is zero, :attr:`core_latency` cycles after ``x``.
     en : ``In(1)``, default 1
@@ -140,15 +152,24 @@ class FunctionUnit(wiring.Component):
         """Cycles of the parallel exponential core and square root."""
         return max(self._exp_core.latency, self._sqrt.latency)
 
+    OPERAND_STAGES = 3
+    """Cycles of the divider's operands: the sums, the normalizations, the choice and exponents."""
+
     @property
     def core_latency(self):
-        """Cycles from ``x`` to ``core_m``, ``core_n`` and ``core_zero`` (and to ``divisor``'s use)."""
+        """Cycles from ``x`` to ``core_m``, ``core_n`` and ``core_zero``."""
         return 1 + self.middle_latency
+
+    @property
+    def divisor_latency(self):
+        """Cycles from ``x`` to the use of ``divisor`` and ``divisor_exp`` (softmax)."""
+        return self.core_latency + self.OPERAND_STAGES - 1
 
     @property
     def latency(self):
         """Cycles from ``x`` to ``result``: decode, core, operands, divider, rounding, override."""
-        return 1 + self.middle_latency + 1 + self._divider.latency + self._round.latency + 1
+        return (1 + self.middle_latency + self.OPERAND_STAGES + self._divider.latency + self._round.latency
+                + 1)
 
     def elaborate(self, platform):
         m = Module()
@@ -227,22 +248,36 @@ class FunctionUnit(wiring.Component):
         d = _delay(m, en, d_reg, middle, "decoded")
         m.d.comb += [self.core_m.eq(em), self.core_n.eq(exp_n), self.core_zero.eq(d.override)]
 
-        # ---- the divider's operands ----------------------------------------------------------------
+        # ---- the divider's operands: 1. the sums ---------------------------------------------------
         # 1 + e**-x (sim_models.vpu._one_plus_exp_neg): n >= 0 adds 2**(32 - n) (dropped above 32);
         # n < 0 is 2**40 + e in units of 2**-40 (41 bits), then truncated to 34 bits.
-        n = Signal(signed(9))
-        m.d.comb += n.eq(exp_n)
+        n0 = Signal(signed(9))
+        m.d.comb += n0.eq(exp_n)
         one_up = Signal(OPERAND_BITS)
-        m.d.comb += one_up.eq(Mux(n <= 32, Const(1, OPERAND_BITS) << (32 - n)[:6], 0))
-        big_d = Signal(OPERAND_BITS)             # n >= 0: m + 2**(32 - n), 33 or 34 bits
-        m.d.comb += big_d.eq(em + one_up)
+        m.d.comb += one_up.eq(Mux(n0 <= 32, Const(1, OPERAND_BITS) << (32 - n0)[:6], 0))
+        big_d0 = Signal(OPERAND_BITS)            # n >= 0: m + 2**(32 - n), 33 or 34 bits
+        m.d.comb += big_d0.eq(em + one_up)
         e40 = Signal(41)
-        shift_left = n + 8                       # n + 8 >= 0: m << (n + 8), else m >> -(n + 8)
+        shift_left = n0 + 8                      # n + 8 >= 0: m << (n + 8), else m >> -(n + 8)
         m.d.comb += e40.eq(Mux(shift_left >= 0, em << shift_left[:4], em >> (-shift_left)[:8]))
-        small_d = Signal(41)
-        m.d.comb += small_d.eq((1 << 40) + e40)
-        one_plus_norm, one_plus_shift = _normalize34(m, big_d, "one_plus")
-        root_norm, root_shift = _normalize34(m, root, "root")
+        small_d0 = Signal(41)
+        m.d.comb += small_d0.eq((1 << 40) + e40)
+        sums = _register(m, en, {"em": em, "n": n0, "root": root, "d": d.as_value(), "big_d": big_d0,
+                                 "small_d": small_d0}, "sums")
+
+        # ---- 2. the normalizations ------------------------------------------------------------------
+        one_plus_norm0, one_plus_shift0 = _normalize34(m, sums["big_d"], "one_plus")
+        root_norm0, root_shift0 = _normalize34(m, sums["root"], "root")
+        normal = _register(m, en, {"em": sums["em"], "n": sums["n"], "d": sums["d"],
+                                   "small_d": sums["small_d"], "one_plus_norm": one_plus_norm0,
+                                   "one_plus_shift": one_plus_shift0, "root_norm": root_norm0,
+                                   "root_shift": root_shift0}, "normal")
+
+        # ---- 3. the choice and the exponents, into the divider ---------------------------------------
+        em, n, small_d = normal["em"], normal["n"], normal["small_d"]
+        d = data.View(_Decoded, normal["d"])
+        one_plus_norm, one_plus_shift = normal["one_plus_norm"], normal["one_plus_shift"]
+        root_norm, root_shift = normal["root_norm"], normal["root_shift"]
 
         num = Signal(OPERAND_BITS)
         den = Signal(OPERAND_BITS)

@@ -83,7 +83,7 @@ class Lane(wiring.Component):
     neg_max : ``In(32)``
         Softmax: minus the row's maximum, read with ``a``.
     divisor : ``In(34)``, divisor_exp : ``In(EXPONENT)``
-        Softmax: the row's sum, read :attr:`grid_latency` - 1 cycles after ``a``.
+        Softmax: the row's sum, read when the element reaches the divider (held for the whole pass).
     rope_sin, negate : ``In(1)``
         RoPE: the pass of ``q = fl(rot(x) * sin)``; the element is in the row's first half.
     rope_q : ``In(32)``

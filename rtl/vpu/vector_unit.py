@@ -425,23 +425,24 @@ class VectorUnit(wiring.Component):
             m.d.sync += rows_left.eq(rows_left - 1)
 
         # ---- output buffer ------------------------------------------------------------------------
-        beat_out = buffer.w_data
+        # What is written is chosen here and registered once before the buffer's write port.
+        write_en = Signal()
+        beat_out = Signal(result_beat(lanes))
         with m.If(at_output.valid):
-            m.d.comb += [buffer.w_en.eq(1), beat_out.last.eq(at_output.last)]
+            m.d.comb += [write_en.eq(1), beat_out.last.eq(at_output.last)]
             for j, lane in enumerate(self._lane_units):
                 m.d.comb += beat_out.data[j].eq(Mux(at_output.mask[j],
                                                     Mux(at_output.bad, QNAN, lane.result), 0))
         with m.Elif(row_valid):
-            m.d.comb += [buffer.w_en.eq(1), beat_out.data[0].eq(row_result),
+            m.d.comb += [write_en.eq(1), beat_out.data[0].eq(row_result),
                          beat_out.last.eq(rows_left == 1)]
         with m.Elif(topk.out_valid):
-            m.d.comb += [buffer.w_en.eq(1), beat_out.data.eq(topk.out_data),
+            m.d.comb += [write_en.eq(1), beat_out.data.eq(topk.out_data),
                          beat_out.last.eq(topk.out_last & (rows_left == 1))]
-        # An error beat is written in the cycle its command is refused (the unit is idle then).
-        error_reg = Signal()
-        m.d.sync += error_reg.eq(error_beat)
-        with m.If(error_reg):
-            m.d.comb += [buffer.w_en.eq(1), beat_out.error.eq(1), beat_out.last.eq(1)]
+        # An error beat is chosen in the cycle its command is refused (the unit is idle then).
+        with m.If(error_beat):
+            m.d.comb += [write_en.eq(1), beat_out.error.eq(1), beat_out.last.eq(1)]
+        m.d.sync += [buffer.w_en.eq(write_en), buffer.w_data.eq(beat_out)]
 
         # Results issued but not yet in the buffer (the next command waits for zero).
         m.d.sync += in_flight.eq(in_flight + take - buffer.w_en)
