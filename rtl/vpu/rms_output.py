@@ -46,7 +46,7 @@ class RmsOutput(wiring.Component):
     canonical NaN: ``sim_models.vpu.mul``. RoPE uses it so.
 
     Datapath: decode (1 cycle), the 24x24 product ``x_sig * r_sig``
-    (:class:`~rtl.vpu.multiplier.Multiplier`), its normalization and rounding (1 cycle), the 24x24
+    (:class:`~rtl.vpu.multiplier.Multiplier`), its normalization and rounding (2 cycles), the 24x24
     product ``h_sig * g_sig``, ``RoundPack``, one output register.
 
     Interface attributes
@@ -73,7 +73,7 @@ class RmsOutput(wiring.Component):
 
     @property
     def latency(self):
-        return 1 + self._scale_product.latency + 1 + self._gain_product.latency + self._round.latency + 1
+        return 1 + self._scale_product.latency + 2 + self._gain_product.latency + self._round.latency + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -97,8 +97,12 @@ class RmsOutput(wiring.Component):
         late = first.latency
         flags1, g_sig1, weight1 = (_delay(m, v, late, name) for v, name in
                                    ((flags, "flags1"), (g_sig, "gain1"), (weight, "weight1")))
-        p = first.p[:48]
-        zeros = leading_zeros(m, p, "h_lz")
+        # its leading zeros (one cycle), then the shift and the rounding (the next)
+        p = Signal(48)
+        zeros = Signal(range(49))
+        m.d.sync += [p.eq(first.p[:48]), zeros.eq(leading_zeros(m, first.p[:48], "h_lz"))]
+        flags1, g_sig1, weight1 = (_delay(m, v, 1, name) for v, name in
+                                   ((flags1, "flags1z"), (g_sig1, "gain1z"), (weight1, "weight1z")))
         normal = Signal(48)
         m.d.comb += normal.eq(p << zeros)
         kept, guard, rest = normal[24:], normal[23], normal[:23] != 0

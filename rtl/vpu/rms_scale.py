@@ -95,8 +95,10 @@ class RmsScale(wiring.Component):
     @property
     def latency(self):
         """Cycles from ``start`` to ``done``."""
-        # load, product, align, normalize, divide, round, sqrt, normalize, reciprocal, round
-        return 1 + 1 + 1 + 1 + _DIVIDEND // 2 + 1 + _RADICAND // 4 + 1 + (_QUOTIENT + 1) // 2 + 1
+        # load, product, two tops, distances, align, sum, two normalization steps, divide, three
+        # rounding steps and the radicand, sqrt, two normalization steps, reciprocal, three rounding
+        return (1 + 1 + 2 + 1 + 1 + 1 + 2 + _DIVIDEND // 2 + 4 + _RADICAND // 4 + 2 + (_QUOTIENT + 1) // 2
+                + 3)
 
     @staticmethod
     def _divide_step(m, rem, bit, n, name):
@@ -137,15 +139,30 @@ class RmsScale(wiring.Component):
         e_sig = Signal(24)
         e_lsb = Signal(exp_shape)
         product = Signal(38)                   # eps significand * n
-        # ---- alignment and division ---------------------------------------------------------------
+        # ---- alignment ----------------------------------------------------------------------------
+        b_zeros = Signal(range(39))
+        b_norm = Signal(38)
+        a_top = Signal(exp_shape)
+        b_top = Signal(exp_shape)
+        top = Signal(exp_shape)
+        a_live = Signal()
+        b_live = Signal()
+        amounts = [Signal(6, name=f"{name}_shift") for name in ("s", "eps")]
+        aligned = [Signal(63, name=f"{name}_aligned") for name in ("s", "eps")]
+        lost = Signal(2)
+        # ---- the sum and the division ------------------------------------------------------------
         total = Signal(_WINDOW)
         total_lsb = Signal(exp_shape)
+        zeros = Signal(range(_WINDOW + 1))
         sticky = Signal()
         dividend = Signal(_DIVIDEND)           # shifted out top first
         quotient = Signal(_DIVIDEND)
         rem = Signal(15)
         q_lsb = Signal(exp_shape)
         count = Signal(range(_DIVIDEND + 1))
+        normal_v = Signal(_DIVIDEND)
+        v_sig = Signal(24)
+        v_lsb = Signal(exp_shape)
         # ---- square root and reciprocal -------------------------------------------------------------
         radicand = Signal(_RADICAND)
         root = Signal(32)
@@ -155,6 +172,7 @@ class RmsScale(wiring.Component):
         d_exp = Signal(exp_shape)
         recip = Signal(_QUOTIENT)
         r_rem = Signal(35)
+        normal_r = Signal(_QUOTIENT + 1)
 
         m.d.comb += self.busy.eq(0)
         m.d.sync += self.done.eq(0)
@@ -171,41 +189,55 @@ class RmsScale(wiring.Component):
             with m.State("PRODUCT"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += product.eq(e_sig * n)
-                m.next = "ALIGN"
-            with m.State("ALIGN"):
-                # S and eps * n aligned under the higher top bit (at bit 62 of the window).
+                m.next = "TOPS"
+            with m.State("TOPS"):
+                # The weights of the two terms' top bits: S's (48 bits, normalized), eps * n's.
                 m.d.comb += self.busy.eq(1)
-                b_zeros = leading_zeros(m, product, "eps_n_lz")
-                b_top = Signal(exp_shape)
-                a_top = Signal(exp_shape)
-                m.d.comb += [a_top.eq(s_exp + (ACC_BITS - 1)), b_top.eq(e_lsb + 37 - b_zeros)]
-                a_live, b_live = s_mag[ACC_BITS - 1], product != 0
-                top = Signal(exp_shape)
-                m.d.comb += top.eq(Mux(a_live & (~b_live | (a_top >= b_top)), a_top, b_top))
-                a_field = Cat(Const(0, 15), s_mag)                       # top bit at 62
-                b_field = Cat(Const(0, 25), product << b_zeros)          # top bit at 62
-                aligned, lost = [], []
-                for name, field, live, term_top in (("s", a_field, a_live, a_top),
-                                                    ("eps", b_field, b_live, b_top)):
-                    distance = Signal(exp_shape, name=f"{name}_distance")
-                    amount = Signal(6, name=f"{name}_shift")
-                    m.d.comb += [distance.eq(top - term_top),
-                                 amount.eq(Mux(distance > 63, 63, distance[:6]))]
-                    shifted = Signal(63, name=f"{name}_aligned")
-                    m.d.comb += shifted.eq(Mux(live, field >> amount, 0))
-                    aligned.append(shifted)
-                    lost.append(live & ((shifted << amount)[:63] != field))
-                m.d.sync += [total.eq(aligned[0] + aligned[1]), sticky.eq(lost[0] | lost[1]),
-                             total_lsb.eq(top - 62)]
+                m.d.sync += [b_zeros.eq(leading_zeros(m, product, "eps_n_lz")),
+                             a_top.eq(s_exp + (ACC_BITS - 1)), a_live.eq(s_mag[ACC_BITS - 1]),
+                             b_live.eq(product != 0)]
+                m.next = "TOP"
+            with m.State("TOP"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [b_norm.eq(product << b_zeros), b_top.eq(e_lsb + 37 - b_zeros)]
+                m.next = "DISTANCES"
+            with m.State("DISTANCES"):
+                # The higher top bit goes to bit 62 of the window; each term's right shift.
+                m.d.comb += self.busy.eq(1)
+                higher = Signal(exp_shape)
+                m.d.comb += higher.eq(Mux(a_live & (~b_live | (a_top >= b_top)), a_top, b_top))
+                for amount, term_top in zip(amounts, (a_top, b_top), strict=True):
+                    distance = Signal(exp_shape, name=f"{amount.name}_distance")
+                    m.d.comb += distance.eq(higher - term_top)
+                    m.d.sync += amount.eq(Mux(distance > 63, 63, distance[:6]))
+                m.d.sync += [top.eq(higher), total_lsb.eq(higher - 62)]
                 with m.If(~a_live & ~b_live):
                     m.d.sync += [self.zero.eq(1), self.done.eq(1)]
                     m.next = "IDLE"
                 with m.Else():
-                    m.next = "NORMALIZE"
+                    m.next = "ALIGN"
+            with m.State("ALIGN"):
+                # Both terms shifted under the window; the bits shifted out are only a sticky bit.
+                m.d.comb += self.busy.eq(1)
+                fields = (Cat(Const(0, 15), s_mag), Cat(Const(0, 25), b_norm))   # top bits at 62
+                terms = zip(fields, (a_live, b_live), amounts, strict=True)
+                for k, (field, live, amount) in enumerate(terms):
+                    below = Signal(63, name=f"{amount.name}_below")           # the bits under the cut
+                    m.d.comb += below.eq(field & ((Const(1, 64) << amount) - 1)[:63])
+                    m.d.sync += [aligned[k].eq(Mux(live, field >> amount, 0)),
+                                 lost[k].eq(live & (below != 0))]
+                m.next = "SUM"
+            with m.State("SUM"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [total.eq(aligned[0] + aligned[1]), sticky.eq(lost.any())]
+                m.next = "NORMALIZE"
             with m.State("NORMALIZE"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += zeros.eq(leading_zeros(m, total, "total_lz"))
+                m.next = "WINDOW"
+            with m.State("WINDOW"):
                 # The window's leading 42 bits are divided; the bits below only make the result inexact.
                 m.d.comb += self.busy.eq(1)
-                zeros = leading_zeros(m, total, "total_lz")
                 shifted = Signal(_WINDOW)
                 m.d.comb += shifted.eq(total << zeros)
                 cut = _WINDOW - _DIVIDEND
@@ -226,16 +258,24 @@ class RmsScale(wiring.Component):
                     count.eq(count + 2),
                 ]
                 with m.If(count == _DIVIDEND - 2):
-                    m.next = "ROUND_V"
-            with m.State("ROUND_V"):
-                # V = quotient (28 to 42 bits) rounded to 24; then the radicand of its square root.
+                    m.next = "QUOTIENT_ZEROS"
+            with m.State("QUOTIENT_ZEROS"):
                 m.d.comb += self.busy.eq(1)
-                zeros = leading_zeros(m, quotient, "quotient_lz")
-                normal = Signal(_DIVIDEND)
-                m.d.comb += normal.eq(quotient << zeros)
-                v_sig, carry = _rne24(m, normal, sticky | (rem != 0), "v")
-                v_lsb = Signal(exp_shape)
-                m.d.comb += v_lsb.eq(q_lsb - zeros + (_DIVIDEND - 24) + carry)
+                m.d.sync += [zeros.eq(leading_zeros(m, quotient, "quotient_lz")),
+                             sticky.eq(sticky | (rem != 0))]
+                m.next = "QUOTIENT_SHIFT"
+            with m.State("QUOTIENT_SHIFT"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [normal_v.eq(quotient << zeros), q_lsb.eq(q_lsb - zeros + (_DIVIDEND - 24))]
+                m.next = "ROUND_V"
+            with m.State("ROUND_V"):
+                # V = quotient (28 to 42 bits) rounded to 24.
+                m.d.comb += self.busy.eq(1)
+                rounded, carry = _rne24(m, normal_v, sticky, "v")
+                m.d.sync += [v_sig.eq(rounded), v_lsb.eq(q_lsb + carry)]
+                m.next = "RADICAND"
+            with m.State("RADICAND"):
+                m.d.comb += self.busy.eq(1)
                 parity = v_lsb[0]
                 m.d.sync += [
                     radicand.eq(Mux(parity, v_sig << 37, v_sig << 36)),
@@ -246,20 +286,23 @@ class RmsScale(wiring.Component):
             with m.State("SQRT"):
                 # Restoring square root, four radicand bits (two root bits) per cycle.
                 m.d.comb += self.busy.eq(1)
-                top = _RADICAND - 2
-                rem1, root1 = self._sqrt_step(m, sq_rem, root, radicand[top:], "sqrt_high")
-                rem2, root2 = self._sqrt_step(m, rem1, root1, radicand[top - 2:top], "sqrt_low")
+                top2 = _RADICAND - 2
+                rem1, root1 = self._sqrt_step(m, sq_rem, root, radicand[top2:], "sqrt_high")
+                rem2, root2 = self._sqrt_step(m, rem1, root1, radicand[top2 - 2:top2], "sqrt_low")
                 m.d.sync += [
                     sq_rem.eq(rem2), root.eq(root2),
                     radicand.eq(radicand << 4),
                     count.eq(count + 1),
                 ]
                 with m.If(count == _RADICAND // 4 - 1):
-                    m.next = "PREPARE"
+                    m.next = "ROOT_ZEROS"
+            with m.State("ROOT_ZEROS"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += zeros.eq(leading_zeros(m, Cat(root, Const(0, 34 - len(root))), "root_lz"))
+                m.next = "PREPARE"
             with m.State("PREPARE"):
                 # The root (30 or 31 bits) normalized to a 34-bit divisor.
                 m.d.comb += self.busy.eq(1)
-                zeros = leading_zeros(m, Cat(root, Const(0, 34 - len(root))), "root_lz")
                 m.d.sync += [
                     divisor.eq(root << zeros),
                     d_exp.eq(half - zeros),
@@ -277,20 +320,25 @@ class RmsScale(wiring.Component):
                     m.d.sync += [recip.eq(Cat(bit2, bit1, recip)), count.eq(count + 2)]
                     with m.If(count == _QUOTIENT - 2):
                         m.d.sync += r_rem.eq(rest2)
-                        m.next = "ROUND_R"
+                        m.next = "RECIPROCAL_ZEROS"
                     with m.Else():
                         m.d.sync += r_rem.eq(rest2 << 1)
-            with m.State("ROUND_R"):
-                # 2q + sticky (27 or 28 bits) rounded to 24: the scale.
+            with m.State("RECIPROCAL_ZEROS"):
                 m.d.comb += self.busy.eq(1)
-                value = Cat(r_rem != 0, recip)              # 28 bits
-                zeros = leading_zeros(m, value, "recip_lz")
-                normal = Signal(_QUOTIENT + 1)
-                m.d.comb += normal.eq(value << zeros)
-                r_sig, carry = _rne24(m, normal, Const(0, 1), "r")
+                value = Cat(r_rem != 0, recip)              # 2q + sticky: 28 bits
+                m.d.sync += [zeros.eq(leading_zeros(m, value, "recip_lz")), normal_r.eq(value)]
+                m.next = "RECIPROCAL_SHIFT"
+            with m.State("RECIPROCAL_SHIFT"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [normal_r.eq(normal_r << zeros),
+                             d_exp.eq(-33 - d_exp - _QUOTIENT - zeros + (_QUOTIENT + 1 - 24))]
+                m.next = "ROUND_R"
+            with m.State("ROUND_R"):
+                # 2q + sticky rounded to 24 bits: the scale.
+                m.d.comb += self.busy.eq(1)
+                r_sig, carry = _rne24(m, normal_r, Const(0, 1), "r")
                 m.d.sync += [
-                    self.r_sig.eq(r_sig),
-                    self.r_lsb.eq(-33 - d_exp - _QUOTIENT - zeros + (_QUOTIENT + 1 - 24) + carry),
+                    self.r_sig.eq(r_sig), self.r_lsb.eq(d_exp + carry),
                     self.zero.eq(0), self.done.eq(1),
                 ]
                 m.next = "IDLE"
