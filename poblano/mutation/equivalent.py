@@ -39,6 +39,18 @@ EQUIVALENT = {
             "for entry 0 the 'from above' choice picks between new and new",
         ("TopK.elaborate", "2 * depth", "3 * depth"):
             "a wider output counter or slot index: the same values fit",
+        ("order_key", "Const(0, 1)", "Const(0, 0)"):
+            "the key is zero-extended to its 33 bits where it is stored: the missing top zero comes back",
+        ("_entry_layout", '{"valid": 1, "key": 33, "index": _INDEX_BITS, "value": 32}',
+         '{"valid": 1, "key": 34, "index": _INDEX_BITS, "value": 32}'):
+            "a wider stored key holding the same 33-bit keys: every comparison is unchanged",
+        ("TopK.elaborate", "lanes * depth + 1", "lanes * depth + 0"):
+            "the merge step counts 0 .. lanes*max_k - 1 and leaves at the last: range(lanes*max_k) holds it",
+        ("TopK.elaborate", "2 * depth + 2", "2 * depth + 1"):
+            "the output counter reaches at most 2*max_k - 1: both ranges hold it",
+        ("TopK.elaborate", "(new.key > entry.key) | ((new.key == entry.key) & (new.index < entry.index))",
+         "(new.key > entry.key) ^ ((new.key == entry.key) & (new.index < entry.index))"):
+            "the two terms exclude each other (a key cannot be both greater and equal): xor is or",
     },
     "rtl/vpu/rms_output.py": {
         ("RmsOutput.elaborate", "Signal(4)", "Signal(5)"): "a wider flag register: the top bit is never read",
