@@ -33,8 +33,9 @@ class TopK(wiring.Component):
 
     While a row streams in, each lane keeps its own list of the ``max_k`` largest elements it has
     seen, sorted, inserting one element per cycle (its elements arrive in increasing index, so an
-    equal key goes below). After the row's last beat the lane lists are merged into one list, one
-    entry per cycle (``lanes * max_k`` cycles, comparing keys and then indices), and the result
+    equal key goes below), one cycle after the beat (the beat is registered first). After the row's
+    last beat the lane lists are merged into one list, one entry per cycle (``lanes * max_k`` cycles,
+    comparing keys and then indices), and the result
     leaves as ``ceil(k / lanes)`` beats of values then as many beats of indices (lanes beyond ``k``
     zero). The caller must not start the next row before ``busy`` falls.
 
@@ -93,20 +94,26 @@ class TopK(wiring.Component):
         lanes, depth = self._lanes, self._max_k
         layout = _entry_layout()
 
+        # ---- the beat, registered once (the caller's issue logic stays out of the lists' cycle) -----
+        beat = {name: Signal.like(getattr(self, name), name=f"in_{name}")
+                for name in ("valid", "first", "last", "mask", "data", "index0")}
+        m.d.sync += [beat[name].eq(getattr(self, name)) for name in beat]
+        valid, first, last = beat["valid"], beat["first"], beat["last"]
+
         # ---- per-lane lists while the row streams in ---------------------------------------------
         lists = [[Signal(layout, name=f"lane{j}_top{e}") for e in range(depth)] for j in range(lanes)]
         for j in range(lanes):
-            x = self.data[j]
+            x = beat["data"][j]
             new = Signal(layout, name=f"lane{j}_new")
-            m.d.comb += [new.valid.eq(self.mask[j]), new.key.eq(order_key(x)),
-                         new.index.eq(self.index0 + j), new.value.eq(Mux(order_key(x)[32], QNAN, x))]
+            m.d.comb += [new.valid.eq(beat["mask"][j]), new.key.eq(order_key(x)),
+                         new.index.eq(beat["index0"] + j), new.value.eq(Mux(order_key(x)[32], QNAN, x))]
             # Within a lane indices grow: an equal key stays below the entries already there.
-            current = [Mux(self.first, 0, entry.as_value()) for entry in lists[j]]
+            current = [Mux(first, 0, entry.as_value()) for entry in lists[j]]
             views = [data.View(layout, value) for value in current]
             wins = [Signal(name=f"lane{j}_wins{e}") for e in range(depth)]
             for e in range(depth):
                 m.d.comb += wins[e].eq(new.valid & (~views[e].valid | (new.key > views[e].key)))
-            with m.If(self.valid):
+            with m.If(valid):
                 for e in range(depth):
                     above = views[e - 1].as_value() if e else new.as_value()
                     from_above = wins[e - 1] if e else Const(1, 1)
@@ -122,7 +129,8 @@ class TopK(wiring.Component):
         m.d.comb += beats.eq(2 * ((self.k + lanes - 1) // lanes))
         with m.FSM(name="topk"):
             with m.State("COLLECT"):
-                with m.If(self.valid & self.last):
+                m.d.comb += self.busy.eq(valid & last)           # a row's last beat going in
+                with m.If(valid & last):
                     m.d.sync += [step.eq(0)] + [entry.valid.eq(0) for entry in merged]
                     m.next = "MERGE"
             with m.State("MERGE"):

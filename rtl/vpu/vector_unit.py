@@ -81,7 +81,7 @@ class VectorUnit(wiring.Component):
     * ``topk`` (``k`` in ``scalar0``, an integer from 1 to ``min(length, max_k)``): per row,
       ``ceil(k / lanes)`` beats of the values, largest first (ties to the lower index, NaN above +Inf,
       returned canonical), then as many beats of their indices (unsigned integers); lanes beyond
-      ``k`` zero. :class:`~rtl.vpu.topk.TopK` takes ``lanes * max_k`` cycles after a row's last beat
+      ``k`` zero. :class:`~rtl.vpu.topk.TopK` takes ``lanes * max_k + 1`` cycles after a row's last beat
       before the next row may start.
 
     ``o.payload.last`` marks the command's final beat. A command with ``length`` 0, a ``length`` above
