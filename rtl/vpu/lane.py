@@ -11,7 +11,7 @@ from rtl.vpu.function_unit import EXPONENT, FUNCTIONS, FunctionUnit
 from rtl.vpu.layouts import ELEMENTWISE, Op
 from rtl.vpu.rms_output import RmsOutput
 from rtl.vpu.rms_scale import SCALE_EXPONENT
-from rtl.vpu.round_pack import QNAN
+from rtl.vpu.round_pack import QNAN, delay_line
 
 __all__ = ["Lane", "LANE_OPS", "GRID_BITS"]
 
@@ -23,15 +23,6 @@ GRID_BITS = 62
 _ONE = 0x3F80_0000
 _NEG_ZERO = 0x8000_0000
 _FMA_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.FMA, Op.SCALE)
-
-
-def delay(m, value, cycles, name):
-    """``value`` delayed by ``cycles`` clock cycles (registers without reset)."""
-    for index in range(cycles):
-        reg = Signal.like(value, name=f"{name}_d{index}", reset_less=True)
-        m.d.sync += reg.eq(value)
-        value = reg
-    return value
 
 
 class Lane(wiring.Component):
@@ -190,7 +181,7 @@ class Lane(wiring.Component):
                      rms.r_sig.eq(self.r_sig), rms.r_lsb.eq(self.r_lsb), self.product.eq(rms.result)]
 
         # FMA operands.
-        b_late = delay(m, b, functions.latency, "swiglu_up")
+        b_late = delay_line(m, b, functions.latency, "swiglu_up")
         with m.Switch(op):
             with m.Case(Op.ADD, Op.SUB):
                 m.d.comb += [fma.a.eq(a), fma.b.eq(_ONE), fma.c.eq(b ^ ((op == Op.SUB) << 31))]

@@ -8,19 +8,11 @@ from amaranth.lib.wiring import In, Out
 from rtl.mx.fp32_accumulate import leading_zeros
 from rtl.vpu.multiplier import Multiplier
 from rtl.vpu.rms_scale import SCALE_EXPONENT
-from rtl.vpu.round_pack import RoundPack
+from rtl.vpu.round_pack import RoundPack, delay_line
 
 __all__ = ["RmsOutput"]
 
 _EXPONENT = signed(12)      # weights on the way: -473..365
-
-
-def _delay(m, value, cycles, name):
-    for index in range(cycles):
-        reg = Signal.like(value, name=f"{name}_d{index}", reset_less=True)
-        m.d.sync += reg.eq(value)
-        value = reg
-    return value
 
 
 def _decode(x):
@@ -95,13 +87,13 @@ class RmsOutput(wiring.Component):
         # ---- h = x * r, rounded to 24 bits ------------------------------------------------------
         m.d.comb += [first.a.eq(x_sig), first.b.eq(r_sig)]
         late = first.latency
-        flags1, g_sig1, weight1 = (_delay(m, v, late, name) for v, name in
+        flags1, g_sig1, weight1 = (delay_line(m, v, late, name) for v, name in
                                    ((flags, "flags1"), (g_sig, "gain1"), (weight, "weight1")))
         # its leading zeros (one cycle), then the shift and the rounding (the next)
         p = Signal(48)
         zeros = Signal(range(49))
         m.d.sync += [p.eq(first.p[:48]), zeros.eq(leading_zeros(m, first.p[:48], "h_lz"))]
-        flags1, g_sig1, weight1 = (_delay(m, v, 1, name) for v, name in
+        flags1, g_sig1, weight1 = (delay_line(m, v, 1, name) for v, name in
                                    ((flags1, "flags1z"), (g_sig1, "gain1z"), (weight1, "weight1z")))
         normal = Signal(48)
         m.d.comb += normal.eq(p << zeros)
@@ -120,8 +112,8 @@ class RmsOutput(wiring.Component):
 
         # ---- h * gain, rounded once to binary32 -------------------------------------------------
         m.d.comb += [second.a.eq(h_sig), second.b.eq(g_sig2)]
-        flags3 = _delay(m, flags2, second.latency, "flags3")
-        weight3 = _delay(m, h_weight, second.latency, "weight3")
+        flags3 = delay_line(m, flags2, second.latency, "flags3")
+        weight3 = delay_line(m, h_weight, second.latency, "weight3")
         m.d.comb += [
             rnd.sign.eq(flags3[0]), rnd.magnitude.eq(second.p[:48]), rnd.exponent.eq(weight3),
             rnd.nan.eq(flags3[2]), rnd.inf.eq(flags3[3]),

@@ -2,7 +2,8 @@
 
 Also the small pipeline helpers the vector unit's arithmetic units share: :func:`spread_registers`
 places a given number of pipeline registers over a list of weighted steps, :class:`StepPipeline`
-inserts them (with a clock enable) while the datapath is written step by step.
+inserts them (with a clock enable) while the datapath is written step by step, and
+:func:`delay_line` delays a value beside a pipeline.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
@@ -12,12 +13,22 @@ from amaranth.lib.wiring import In, Out
 from rtl.common.parameters import check_positive_int
 from rtl.mx.fp32_accumulate import leading_zeros
 
-__all__ = ["RoundPack", "StepPipeline", "spread_registers", "QNAN"]
+__all__ = ["RoundPack", "StepPipeline", "spread_registers", "delay_line", "QNAN"]
 
 QNAN = 0x7FC0_0000
 """The canonical quiet NaN, the only NaN the vector unit produces."""
 _INF_31 = 0x7F80_0000           # exponent field all ones, fraction zero (bits 30..0 of +-Inf)
 _WINDOW = 26                    # 24 significand bits, a guard bit, and room to shift right by 26
+
+
+def delay_line(m, value, cycles, name):
+    """``value`` delayed by ``cycles`` clock cycles through registers without reset (a fixed delay
+    beside a pipeline: what it carries is never observed before it arrives)."""
+    for index in range(cycles):
+        reg = Signal.like(value, name=f"{name}_d{index}", reset_less=True)
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
 
 
 def spread_registers(weights, stages):
