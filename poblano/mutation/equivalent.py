@@ -48,6 +48,12 @@ EQUIVALENT = {
             "the merge step counts 0 .. lanes*max_k - 1 and leaves at the last: range(lanes*max_k) holds it",
         ("TopK.elaborate", "2 * depth + 2", "2 * depth + 1"):
             "the output counter reaches at most 2*max_k - 1: both ranges hold it",
+        ("TopK.elaborate", "Const(1, 1)", "Const(0, 1)"):
+            "for entry 0 the 'from above' choice picks between new and new",
+        ("TopK.elaborate", "2 * depth + 2", "2 * depth + 3"):
+            "a wider output counter: the same values fit",
+        ("TopK.elaborate", "new.index < entry.index", "new.index <= entry.index"):
+            "two entries never share an index (each element of a row has its own)",
         ("TopK.elaborate", "(new.key > entry.key) | ((new.key == entry.key) & (new.index < entry.index))",
          "(new.key > entry.key) ^ ((new.key == entry.key) & (new.index < entry.index))"):
             "the two terms exclude each other (a key cannot be both greater and equal): xor is or",
@@ -79,6 +85,18 @@ EQUIVALENT = {
             "the shift amount is clamped to 63 before it is stored",
         ("RmsScale.elaborate", "recip.eq(0)", "recip.eq(1)"):
             "the 27 reciprocal steps shift every initial bit of the 27-bit quotient out",
+        ("RmsScale._sqrt_step", 'Signal(32, name=f"{name}_root")', 'Signal(33, name=f"{name}_root")'):
+            "the grown root is stored in the 32-bit root register: the extra top bit is dropped there",
+        ("RmsScale.elaborate", "range(39)", "range(40)"):
+            "a wider leading-zero count: the same values fit",
+        ("RmsScale.elaborate", "_WINDOW + 1", "_WINDOW + 2"):
+            "a wider leading-zero count: the same values fit",
+        ("RmsScale.elaborate", "distance > 63", "distance >= 63"):
+            "a distance of 63 is clamped to 63 either way",
+        ("RmsScale.elaborate", "34 - len(root)", "33 - len(root)"):
+            "the divisor then has its top bit at 32 and its exponent one higher, the same value: the "
+            "quotient gains a bit (floor(2**60 / d), still 27 bits but for d = 2**33, where the restoring "
+            "steps give 2**27 - 1 with a remainder), and 2q + sticky rounds to the same 24-bit scale",
         ("RmsScale.elaborate", "r_rem != 0", "r_rem != 1"):
             "2**59 mod d is never 1 for d in [2**33, 2**34) (2**59 - 1 = 179951 * 3203431780337 has no "
             "divisor there); it is 0 only for d = 2**33, where 2q + 1 = 2**27 + 1 rounds like 2q = 2**27",

@@ -15,7 +15,7 @@ from verification.pipeline import run_pipeline
 
 def output_vectors(rng, count):
     finite = [0x0000_0000, 0x8000_0000, 0x0000_0001, 0x807F_FFFF, 0x0080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF,
-              0x3F80_0000, 0xBF80_0000]
+              0x3F80_0000, 0xBF80_0000, 0x4000_0000, 0xC000_0000]
     gains = finite + [0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001, 0x7F80_0001]
     scales = [(1 << 23, -152), ((1 << 24) - 1, 133), (0xB504F3, -23), (1 << 23, 0)]
     rows = []

@@ -51,9 +51,13 @@ def scale_cases(rng, count):
         for n in (1, 4, 7, 64):
             row = np.full(n, np.float32(2.0 ** k)).view(np.uint32).astype(np.int64)
             cases.append((_sum_squares(row), n, 0))
-    for eps in (0, 0x3080_0000, 0x2F80_0000):           # 0, 2**-30, 2**-32
+    # 0, 2**-30 and 2**-32 (under the divided window), 2**-100 (a single bit shifted out of the window)
+    for eps in (0, 0x3080_0000, 0x2F80_0000, 0x0D80_0000):
         for x in (4097.0, 4101.0, 4103.0, 8191.0):     # 4101, 4103: r differs between V's neighbours
             cases.append((_sum_squares(np.array([x], np.float32).view(np.uint32).astype(np.int64)), 1, eps))
+    # V = 2**24 + 2**24 - 1: 25 ones, rounded up into the next binade
+    row = np.array([4096.0], np.float32).view(np.uint32).astype(np.int64)
+    cases.append((_sum_squares(row), 1, 0x4B7F_FFFF))
     while len(cases) < count:
         n = rng.choice([1, 3, rng.randrange(1, 65), rng.randrange(1, 8193)])
         row = _random_row(rng, min(n, 48))
