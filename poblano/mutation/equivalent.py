@@ -64,6 +64,11 @@ EQUIVALENT = {
             "a wider significand register holding a 24-bit value; the multiplier reads its 24 bits",
         ("RmsOutput.elaborate", "x_nan | g_nan | (g_inf & x_zero)", "x_nan | g_nan ^ (g_inf & x_zero)"):
             "g_nan and g_inf are never both set, so xor and or agree",
+        ("RmsOutput.elaborate", "x_nan | g_nan | (g_inf & x_zero) | (x_inf & g_zero)",
+         "x_nan | g_nan | (g_inf & x_zero) ^ (x_inf & g_zero)"):
+            "x cannot be both zero and infinite: the two terms never hold together, so xor is or",
+        ("RmsOutput.elaborate", "first.p[:48]", "first.p[:49]"):
+            "the product of two 24-bit significands has 48 bits and is stored in a 48-bit register",
         ("RmsOutput.elaborate", "Signal(48)", "Signal(49)"):
             "the normalized product's top bit is bit 47; bit 48 is always 0 and only widens the kept part "
             "by a zero",

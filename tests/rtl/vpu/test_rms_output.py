@@ -115,3 +115,20 @@ def test_scale_rounding_corners():
            if g["result"] != _expected_output(v)]
     assert not bad, "\n".join(f"x={v['x']:#010x} r=({v['r_sig']:#x}, {v['r_lsb']}): got {g:#010x}, "
                               f"expected {w:#010x}" for v, g, w in bad[:10])
+
+
+def test_infinite_x_at_any_scale():
+    """An infinite x gives ±Inf (NaN with a zero or NaN gain) whatever the scale, also one small
+    enough that the product of the significands would be finite."""
+    specials = [0x7F80_0000, 0xFF80_0000]
+    gains = [0x7F80_0000, 0xFF80_0000, 0x3F80_0000, 0xBF80_0000, 0x0000_0000, 0x8000_0000, 0x7FC0_0000,
+             0x0000_0001]
+    vectors = [{"x": x, "gain": g, "r_sig": r_sig, "r_lsb": r_lsb} for x in specials for g in gains
+               for r_sig, r_lsb in ((1 << 23, -152), (1 << 23, -23), ((1 << 24) - 1, 133))]
+    got = run_pipeline(RmsOutput(), vectors, ["result"])
+    for v, g in zip(vectors, got, strict=True):
+        sign = (v["x"] ^ v["gain"]) >> 31
+        gain_nan = (v["gain"] & 0x7FFF_FFFF) > 0x7F80_0000
+        want = 0x7FC0_0000 if gain_nan or v["gain"] & 0x7FFF_FFFF == 0 else 0x7F80_0000 | (sign << 31)
+        assert g["result"] == want, f"x={v['x']:#010x} gain={v['gain']:#010x} r_lsb={v['r_lsb']}: " \
+                                    f"got {g['result']:#010x}, expected {want:#010x}"
