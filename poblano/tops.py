@@ -41,9 +41,10 @@ TOPS = [
         description="4x4 MXFP4 MAC array, 8 accumulators/PE, products on 9 MULT18 + 7 DP16KD pairs per PE"),
     Top("mx_block_dot", "rtl.mx.block_dot:BlockDot", {},
         description="block-dot unit: 32 E2M1 products, two E8M0 scales, one binary32 accumulate (RNE)"),
-    Top("vpu", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 4}, fpga=True, target_mhz=100,
-        description="vector unit, 4 binary32 lanes (the 8-lane default needs about twice the 85F's LUTs): "
-                    "FMA, exp/recip/rsqrt/sigmoid/silu, min/max, bf16; sum/sum_squares/max reducers"),
+    Top("vpu", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 4}, target_mhz=100,
+        description="vector unit, 4 binary32 lanes: element-wise ops, functions, reductions, rmsnorm, "
+                    "softmax, rope, topk (94% of the 85F's LUT4s: poblano fpga --top vpu builds it, "
+                    "make fpga builds vpu_2lanes)"),
     Top("vpu_2lanes", "rtl.vpu.vector_unit:VectorUnit", {"lanes": 2}, fpga=True, target_mhz=100,
         description="the vector unit with 2 binary32 lanes, the size that fits a compute tile beside "
                     "the 4x4 MAC array and a KV-cache slice on one 85F"),
