@@ -74,7 +74,7 @@ EQUIVALENT = {
             "by a zero",
     },
     "rtl/vpu/rms_scale.py": {
-        ("_rne24", 'Signal(25, name=f"{name}_total")', 'Signal(26, name=f"{name}_total")'):
+        ("round_to_24", 'Signal(25, name=f"{name}_total")', 'Signal(26, name=f"{name}_total")'):
             "kept + up is at most 2**24: 25 bits hold it",
         ("RmsScale._reciprocal_step", "rem >= divisor", "rem > divisor"):
             "rem equals the divisor only when the division is exact, i.e. d = 2**33 (V a power of four); "

@@ -1,13 +1,13 @@
 """RMSNorm's per-element output ``round_fp32(round24x(x * r) * gain)``, one element per cycle; with
 ``r = 1`` the binary32 product ``fl(x * gain)`` (rope's products)."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.mx.fp32_accumulate import leading_zeros
 from rtl.vpu.multiplier import Multiplier
-from rtl.vpu.rms_scale import SCALE_EXPONENT
+from rtl.vpu.rms_scale import SCALE_EXPONENT, round_to_24
 from rtl.vpu.round_pack import RoundPack, delay_line
 
 __all__ = ["RmsOutput"]
@@ -97,16 +97,14 @@ class RmsOutput(wiring.Component):
                                    ((flags1, "flags1z"), (g_sig1, "gain1z"), (weight1, "weight1z")))
         normal = Signal(48)
         m.d.comb += normal.eq(p << zeros)
-        kept, guard, rest = normal[24:], normal[23], normal[:23] != 0
-        total = Signal(25)
-        m.d.comb += total.eq(kept + (guard & (rest | kept[0])))
+        rounded, carry = round_to_24(m, normal, Const(0, 1), "h")
         h_sig = Signal(24)
         h_weight = Signal(_EXPONENT)
         flags2 = Signal(4)
         g_sig2 = Signal(24)
         m.d.sync += [
-            h_sig.eq(Mux(flags1[1], 0, Mux(total[24], total[1:], total[:24]))),
-            h_weight.eq(weight1 + 24 - zeros + total[24]),
+            h_sig.eq(Mux(flags1[1], 0, rounded)),
+            h_weight.eq(weight1 + 24 - zeros + carry),
             flags2.eq(flags1), g_sig2.eq(g_sig1),
         ]
 

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.mx.fp32_accumulate import leading_zeros
 from rtl.vpu.accumulator import ACC_BITS, DEFAULT_EXPONENT_WIDTH, acc_layout
 
-__all__ = ["RmsScale", "SCALE_EXPONENT"]
+__all__ = ["RmsScale", "SCALE_EXPONENT", "round_to_24"]
 
 SCALE_EXPONENT = signed(12)
 """Shape of the scale's exponent ``r_lsb`` (the scale ranges over about ``2**-152 .. 2**156``)."""
@@ -18,7 +18,7 @@ _RADICAND = 64        # sig << (36 + p), zero-extended to a multiple of four bit
 _QUOTIENT = 27        # bits of floor(2**59 / d), the reciprocal of the root
 
 
-def _rne24(m, value, sticky, name):
+def round_to_24(m, value, sticky, name):
     """``value`` (top bit set) rounded to its leading 24 bits, nearest even, with ``sticky``.
 
     Returns ``(sig, carry)``: the 24-bit significand (renormalized on a carry out) and whether the
@@ -271,7 +271,7 @@ class RmsScale(wiring.Component):
             with m.State("ROUND_V"):
                 # V = quotient (28 to 42 bits) rounded to 24.
                 m.d.comb += self.busy.eq(1)
-                rounded, carry = _rne24(m, normal_v, sticky, "v")
+                rounded, carry = round_to_24(m, normal_v, sticky, "v")
                 m.d.sync += [v_sig.eq(rounded), v_lsb.eq(q_lsb + carry)]
                 m.next = "RADICAND"
             with m.State("RADICAND"):
@@ -336,7 +336,7 @@ class RmsScale(wiring.Component):
             with m.State("ROUND_R"):
                 # 2q + sticky rounded to 24 bits: the scale.
                 m.d.comb += self.busy.eq(1)
-                r_sig, carry = _rne24(m, normal_r, Const(0, 1), "r")
+                r_sig, carry = round_to_24(m, normal_r, Const(0, 1), "r")
                 m.d.sync += [
                     self.r_sig.eq(r_sig), self.r_lsb.eq(d_exp + carry),
                     self.zero.eq(0), self.done.eq(1),
