@@ -8,9 +8,16 @@ from rtl.common.parameters import check_positive_int
 from rtl.vpu.layouts import MAX_LENGTH
 from rtl.vpu.round_pack import QNAN
 
-__all__ = ["TopK", "order_key"]
+__all__ = ["TopK", "merge_cycles", "order_key"]
 
 _INDEX_BITS = (MAX_LENGTH - 1).bit_length()
+
+
+def merge_cycles(lanes, max_k):
+    """Cycles from a row's last beat into :class:`TopK` to its first result beat: two input registers,
+    ``max_k`` for the last element to settle in its lane's list, ``lanes * max_k`` to feed every lane
+    entry to the merge and ``max_k`` for the last of them to settle."""
+    return (lanes + 2) * max_k + 2
 
 
 def order_key(x):
@@ -31,11 +38,12 @@ class TopK(wiring.Component):
     Ties go to the lower index; NaN ranks above +Inf (all NaNs alike) and is returned as the
     canonical NaN.
 
-    While a row streams in, each lane keeps its own list of the ``max_k`` largest elements it has
-    seen, sorted, inserting one element per cycle (its elements arrive in increasing index, so an
-    equal key goes below), one cycle after the beat (the beat is registered first). After the row's
-    last beat the lane lists are merged into one list, one entry per cycle (``lanes * max_k`` cycles,
-    comparing keys and then indices), and the result
+    While a row streams in, each lane keeps its own list of the ``max_k`` best elements it has seen
+    (a systolic list: each cell compares once per cycle and passes the loser down, so the insertion's
+    logic does not grow with ``max_k``), two cycles after the beat (the beat and its order keys are
+    registered first). After the row's last beat the lane lists settle and every lane entry is fed,
+    one per cycle, into a second such list, which settles in turn (:func:`merge_cycles` in all:
+    ``(lanes + 2) * max_k + 2``). Entries rank by key, then by the lower index. The result
     leaves as ``ceil(k / lanes)`` beats of values then as many beats of indices (lanes beyond ``k``
     zero). The caller must not start the next row before ``busy`` falls.
 
@@ -89,6 +97,11 @@ class TopK(wiring.Component):
     def max_k(self):
         return self._max_k
 
+    @property
+    def merge_cycles(self):
+        """Cycles from a row's last beat in to its first result beat."""
+        return merge_cycles(self._lanes, self._max_k)
+
     def elaborate(self, platform):
         m = Module()
         lanes, depth = self._lanes, self._max_k
@@ -98,57 +111,52 @@ class TopK(wiring.Component):
         beat = {name: Signal.like(getattr(self, name), name=f"in_{name}")
                 for name in ("valid", "first", "last", "mask", "data", "index0")}
         m.d.sync += [beat[name].eq(getattr(self, name)) for name in beat]
-        valid, first, last = beat["valid"], beat["first"], beat["last"]
 
-        # ---- per-lane lists while the row streams in ---------------------------------------------
-        lists = [[Signal(layout, name=f"lane{j}_top{e}") for e in range(depth)] for j in range(lanes)]
+        # ---- each lane's element as a list entry (key and index), registered -----------------------
+        incoming = [Signal(layout, name=f"lane{j}_in") for j in range(lanes)]
+        clear, row_end = Signal(), Signal()
+        m.d.sync += [clear.eq(beat["valid"] & beat["first"]), row_end.eq(beat["valid"] & beat["last"])]
         for j in range(lanes):
             x = beat["data"][j]
-            new = Signal(layout, name=f"lane{j}_new")
-            m.d.comb += [new.valid.eq(beat["mask"][j]), new.key.eq(order_key(x)),
-                         new.index.eq(beat["index0"] + j), new.value.eq(Mux(order_key(x)[32], QNAN, x))]
-            # Within a lane indices grow: an equal key stays below the entries already there.
-            current = [Mux(first, 0, entry.as_value()) for entry in lists[j]]
-            views = [data.View(layout, value) for value in current]
-            wins = [Signal(name=f"lane{j}_wins{e}") for e in range(depth)]
-            for e in range(depth):
-                m.d.comb += wins[e].eq(new.valid & (~views[e].valid | (new.key > views[e].key)))
-            with m.If(valid):
-                for e in range(depth):
-                    above = views[e - 1].as_value() if e else new.as_value()
-                    from_above = wins[e - 1] if e else Const(1, 1)
-                    m.d.sync += lists[j][e].eq(Mux(wins[e], Mux(from_above, above, new.as_value()),
-                                                   current[e]))
+            key = order_key(x)
+            m.d.sync += incoming[j].eq(Cat(beat["valid"] & beat["mask"][j], key,
+                                           (beat["index0"] + j)[:_INDEX_BITS], Mux(key[32], QNAN, x)))
 
-        # ---- merge, one lane-list entry per cycle, then the result beats --------------------------
-        merged = [Signal(layout, name=f"top{e}") for e in range(depth)]
+        # ---- per-lane systolic lists while the row streams in --------------------------------------
+        lists = [_systolic_list(m, incoming[j], depth, clear, f"lane{j}") for j in range(lanes)]
+
+        # ---- merge: every lane-list entry into one more systolic list, then the result beats -------
+        feed = Signal(layout, name="merge_in")
+        merged = _systolic_list(m, feed, depth, Const(0, 1), "merge")
         source = Array(entry.as_value() for lane_list in lists for entry in lane_list)
-        step = Signal(range(lanes * depth + 1))
+        step = Signal(range(max(lanes * depth, depth + 2)))
         beat_out = Signal(range(2 * depth + 2))
         beats = Signal(range(2 * depth + 2))
         m.d.comb += beats.eq(2 * ((self.k + lanes - 1) // lanes))
+        m.d.sync += feed.valid.eq(0)
         with m.FSM(name="topk"):
             with m.State("COLLECT"):
-                m.d.comb += self.busy.eq(valid & last)           # a row's last beat going in
-                with m.If(valid & last):
+                # A row's last beat is in one of the two input registers.
+                m.d.comb += self.busy.eq((beat["valid"] & beat["last"]) | row_end)
+                with m.If(row_end):
                     m.d.sync += [step.eq(0)] + [entry.valid.eq(0) for entry in merged]
+                    m.next = "SETTLE"
+            with m.State("SETTLE"):          # the last element moves down its lane's list
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += step.eq(step + 1)
+                with m.If(step == depth - 1):
+                    m.d.sync += step.eq(0)
                     m.next = "MERGE"
             with m.State("MERGE"):
                 m.d.comb += self.busy.eq(1)
-                new = Signal(layout, name="merge_new")
-                m.d.comb += new.eq(source[step])
-                wins = [Signal(name=f"merge_wins{e}") for e in range(depth)]
-                for e in range(depth):
-                    entry = merged[e]
-                    better = (new.key > entry.key) | ((new.key == entry.key) & (new.index < entry.index))
-                    m.d.comb += wins[e].eq(new.valid & (~entry.valid | better))
-                for e in range(depth):
-                    above = merged[e - 1] if e else new
-                    from_above = wins[e - 1] if e else Const(1, 1)
-                    with m.If(wins[e]):
-                        m.d.sync += merged[e].eq(Mux(from_above, above.as_value(), new.as_value()))
-                m.d.sync += step.eq(step + 1)
+                m.d.sync += [feed.eq(source[step]), step.eq(step + 1)]
                 with m.If(step == lanes * depth - 1):
+                    m.d.sync += step.eq(0)
+                    m.next = "DRAIN"
+            with m.State("DRAIN"):           # the last entry fed moves down the merged list
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += step.eq(step + 1)
+                with m.If(step == depth - 1):
                     m.d.sync += beat_out.eq(0)
                     m.next = "OUTPUT"
             with m.State("OUTPUT"):
@@ -167,3 +175,36 @@ class TopK(wiring.Component):
                 with m.If(beat_out == beats - 1):
                     m.next = "COLLECT"
         return m
+
+
+def _better(a, b):
+    """``a`` ranks above ``b``: a larger key, or an equal key and a lower index."""
+    return Cat(~a.index, a.key) > Cat(~b.index, b.key)
+
+
+def _systolic_list(m, incoming, depth, clear, name):
+    """A sorted list of the ``depth`` best entries seen on ``incoming``, one entry accepted per cycle.
+
+    Cell ``e`` keeps the better of its entry and the one arriving from above and passes the other one
+    down to cell ``e + 1`` a cycle later, so each cycle's logic is one comparison per cell whatever
+    ``depth``. An entry reaches its place at most ``depth`` cycles after it arrived; ``clear`` empties
+    the list in the cycle ``incoming`` holds a new row's first entry (that entry is kept). Returns the
+    cells, best first (an empty cell has ``valid`` 0 and sits below every full one)."""
+    layout = _entry_layout()
+    cells = [Signal(layout, name=f"{name}_top{e}") for e in range(depth)]
+    arriving = incoming
+    for e, cell in enumerate(cells):
+        take = Signal(name=f"{name}_take{e}")
+        m.d.comb += take.eq(arriving.valid & (~cell.valid | _better(arriving, cell)))
+        with m.If(take):
+            m.d.sync += cell.eq(arriving)
+        if e + 1 < depth:
+            passed = Signal(layout, name=f"{name}_pass{e}")
+            m.d.sync += passed.eq(Mux(take, cell.as_value(), arriving.as_value()))
+            with m.If(clear):
+                m.d.sync += passed.valid.eq(0)
+            arriving = passed
+    with m.If(clear):
+        m.d.sync += [cell.valid.eq(0) for cell in cells[1:]]
+        m.d.sync += cells[0].eq(incoming)
+    return cells

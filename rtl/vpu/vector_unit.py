@@ -81,8 +81,8 @@ class VectorUnit(wiring.Component):
     * ``topk`` (``k`` in ``scalar0``, an integer from 1 to ``min(length, max_k)``): per row,
       ``ceil(k / lanes)`` beats of the values, largest first (ties to the lower index, NaN above +Inf,
       returned canonical), then as many beats of their indices (unsigned integers); lanes beyond
-      ``k`` zero. :class:`~rtl.vpu.topk.TopK` takes ``lanes * max_k + 1`` cycles after a row's last beat
-      before the next row may start.
+      ``k`` zero. :class:`~rtl.vpu.topk.TopK` takes ``(lanes + 2) * max_k + 2`` cycles after a row's
+      last beat before its result (:func:`~rtl.vpu.topk.merge_cycles`); the next row waits for it.
 
     ``o.payload.last`` marks the command's final beat. A command with ``length`` 0, a ``length`` above
     ``max_length`` or an operation this build does not run (:data:`SUPPORTED`) consumes no operands

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.vpu.topk import TopK
+from rtl.vpu.topk import TopK, merge_cycles
 from sim_models import vpu
 
 SPECIALS = [0x0000_0000, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFC0_0001, 0x7F80_0001,
@@ -63,7 +63,7 @@ def run(rows, lanes, max_k):
                         break
                 else:
                     waited += 1
-                    assert waited < 4 * lanes * max_k, "no result"
+                    assert waited < 2 * merge_cycles(lanes, max_k), "no result"
                 await ctx.tick()
             assert not ctx.get(dut.busy), "busy after the row's last result beat"
             got.append(out)
@@ -92,5 +92,5 @@ def test_topk_matches_model(lanes, max_k):
     for (row, k), out, gap in zip(rows, got, gaps, strict=True):
         want = expected_beats(row, k, lanes)
         assert out == want, f"seed {seed}: k={k} row={[hex(v) for v in row]}:\n got {out}\n want {want}"
-        documented = lanes * max_k + 1
+        documented = merge_cycles(lanes, max_k)
         assert gap == documented, f"seed {seed}: merge took {gap} cycles, documented {documented}"
