@@ -85,9 +85,10 @@ class FunctionUnit(wiring.Component):
     The three integer units of the contract (``docs/vpu_numerics.md``) feed one divider and one
     final rounding, shared by all five functions:
 
-    * decode: specials (NaN, ±Inf, ±0, ``|x| >= 128``) decide an override value; the significand is
-      normalized (subnormals by a leading-zero count); rsqrt's radicand ``sig << (36 + p)`` and
-      ``h`` are formed; sigmoid and silu feed ``-x`` to the exponential core;
+    * decode, over two cycles: specials (NaN, ±Inf, ±0, ``|x| >= 128``) decide an override value and
+      the significand's leading zeros are counted; then it is normalized (subnormals by that count)
+      and rsqrt's radicand ``sig << (36 + p)`` and ``h`` are formed; sigmoid and silu feed ``-x`` to
+      the exponential core;
     * :class:`~rtl.vpu.exp_core.ExpCore` and :class:`~rtl.vpu.isqrt.IntegerSqrt` in parallel (the
       shorter one's outputs delayed to match the longer);
     * the divider's operands, over three cycles (the sums; the leading-zero counts and shifts; the
@@ -152,13 +153,16 @@ class FunctionUnit(wiring.Component):
         """Cycles of the parallel exponential core and square root."""
         return max(self._exp_core.latency, self._sqrt.latency)
 
+    DECODE_STAGES = 2
+    """Cycles of the decode: the specials and the leading-zero count; the normalization."""
+
     OPERAND_STAGES = 3
     """Cycles of the divider's operands: the sums, the normalizations, the choice and exponents."""
 
     @property
     def core_latency(self):
         """Cycles from ``x`` to ``core_m``, ``core_n`` and ``core_zero``."""
-        return 1 + self.middle_latency
+        return self.DECODE_STAGES + self.middle_latency
 
     @property
     def divisor_latency(self):
@@ -168,8 +172,8 @@ class FunctionUnit(wiring.Component):
     @property
     def latency(self):
         """Cycles from ``x`` to ``result``: decode, core, operands, divider, rounding, override."""
-        return (1 + self.middle_latency + self.OPERAND_STAGES + self._divider.latency + self._round.latency
-                + 1)
+        return (self.DECODE_STAGES + self.middle_latency + self.OPERAND_STAGES + self._divider.latency
+                + self._round.latency + 1)
 
     def elaborate(self, platform):
         m = Module()
@@ -181,7 +185,7 @@ class FunctionUnit(wiring.Component):
         for unit in (exp_core, sqrt, divider, rnd):
             m.d.comb += unit.en.eq(en)
 
-        # ---- decode -----------------------------------------------------------------------------
+        # ---- decode, 1: the specials, the override and the leading-zero count ----------------------
         x = self.x
         sign, biased, frac = x[31], x[23:31], x[:23]
         nan = (biased == 0xFF) & (frac != 0)
@@ -189,15 +193,6 @@ class FunctionUnit(wiring.Component):
         zero = x[:31] == 0
         sig24 = Cat(frac, biased != 0)
         zeros = leading_zeros(m, sig24, "sig_lz")
-        nsig = Signal(24)
-        nlsb = Signal(_EXPONENT)
-        m.d.comb += [
-            nsig.eq(sig24 << zeros),
-            nlsb.eq(Mux(biased == 0, -149, biased - 150) - zeros),
-        ]
-        parity = nlsb[0]
-        radicand = Signal(61)
-        m.d.comb += radicand.eq(Mux(parity, nsig << 37, nsig << 36))
         big = ~nan & (biased >= _EXP_LIMIT_BIASED)
         high, low = big & ~sign, big & sign
         core_x = Signal(32)                      # exp_core input: x, or -x for the sigmoids
@@ -226,18 +221,31 @@ class FunctionUnit(wiring.Component):
                 m.d.comb += [override.eq(nan | big), value.eq(Mux(nan, QNAN, 0))]
             with m.Default():
                 m.d.comb += [override.eq(1), value.eq(QNAN)]
+        first = _register(m, en, {"op": self.op, "sign": sign, "sig24": sig24, "zeros": zeros,
+                                  "subnormal": biased == 0, "biased": biased, "override": override,
+                                  "value": value, "core_x": core_x}, "decode")
 
+        # ---- decode, 2: the normalized significand, its weight and rsqrt's radicand ---------------
+        nsig = Signal(24)
+        nlsb = Signal(_EXPONENT)
+        m.d.comb += [
+            nsig.eq(first["sig24"] << first["zeros"]),
+            nlsb.eq(Mux(first["subnormal"], -149, first["biased"] - 150) - first["zeros"]),
+        ]
+        parity = nlsb[0]
+        radicand = Signal(61)
+        m.d.comb += radicand.eq(Mux(parity, nsig << 37, nsig << 36))
         decoded = Signal(_Decoded)
         m.d.comb += [
-            decoded.op.eq(self.op), decoded.sign.eq(sign), decoded.sig.eq(nsig), decoded.lsb.eq(nlsb),
-            decoded.half.eq((nlsb - 36 - parity) >> 1),
-            decoded.override.eq(override), decoded.value.eq(value),
+            decoded.op.eq(first["op"]), decoded.sign.eq(first["sign"]), decoded.sig.eq(nsig),
+            decoded.lsb.eq(nlsb), decoded.half.eq((nlsb - 36 - parity) >> 1),
+            decoded.override.eq(first["override"]), decoded.value.eq(first["value"]),
         ]
         d_reg = Signal(_Decoded)
         core_x_reg = Signal(32)
         radicand_reg = Signal(61)
         with m.If(en):
-            m.d.sync += [d_reg.eq(decoded), core_x_reg.eq(core_x), radicand_reg.eq(radicand)]
+            m.d.sync += [d_reg.eq(decoded), core_x_reg.eq(first["core_x"]), radicand_reg.eq(radicand)]
 
         # ---- exponential core and square root in parallel ----------------------------------------
         middle = self.middle_latency

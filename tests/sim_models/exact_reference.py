@@ -4,8 +4,12 @@ Everything here is done with :class:`fractions.Fraction` and the definitions as 
 ``docs/mx_numerics.md`` (nearest value by comparing distances, floor(log2) by comparing powers of two,
 binary32 rounding by scaling to the ulp), and binary32 bits come from :mod:`struct`. Nothing is
 imported from ``sim_models``, so a shared mistake would have to be made twice.
+
+It covers every OCP MX v1.0 element format (``FORMATS``); the E2M1-only helpers (``e2m1_value``,
+``e2m1_nearest``, ``add_scaled``) are the originals the MXFP4 tests were written against.
 """
 
+import functools
 import struct
 from fractions import Fraction
 
@@ -101,38 +105,107 @@ def e2m1_nearest(y: Fraction) -> int:
     return best | (8 if y < 0 else 0)
 
 
-def shared_exponent(amax: Fraction, mode: str) -> int:
+# ---- the OCP MX v1.0 element formats ---------------------------------------------------------------
+# name: (exponent bits, mantissa bits, exponent bias, special codes), from the OCP Microscaling
+# Formats (MX) v1.0 specification, section 5.3: FP4 and FP6 have no special codes; E4M3 has no
+# infinities and S.1111.111 is NaN; E5M2 follows IEEE 754, exponent 11111 being Inf (mantissa 00) or NaN.
+
+FORMATS = {
+    "e2m1": (2, 1, 1, "none"),
+    "e2m3": (2, 3, 1, "none"),
+    "e3m2": (3, 2, 3, "none"),
+    "e4m3": (4, 3, 7, "e4m3"),
+    "e5m2": (5, 2, 15, "ieee"),
+}
+
+NAN = "nan"
+POS_INF = "+inf"
+NEG_INF = "-inf"
+
+
+def element_value(code: int, fmt: str):
+    """Value of an element code: a Fraction, or NAN / POS_INF / NEG_INF. -0 comes back as 0."""
+    ebits, mbits, bias, specials = FORMATS[fmt]
+    negative = bool(code >> (ebits + mbits) & 1)
+    exponent = (code >> mbits) & ((1 << ebits) - 1)
+    mantissa = code & ((1 << mbits) - 1)
+    all_ones = (1 << ebits) - 1
+    if specials == "e4m3" and exponent == all_ones and mantissa == (1 << mbits) - 1:
+        return NAN
+    if specials == "ieee" and exponent == all_ones:
+        if mantissa:
+            return NAN
+        return NEG_INF if negative else POS_INF
+    if exponent == 0:
+        magnitude = Fraction(mantissa, 2 ** mbits) * Fraction(2) ** (1 - bias)
+    else:
+        magnitude = (1 + Fraction(mantissa, 2 ** mbits)) * Fraction(2) ** (exponent - bias)
+    return -magnitude if negative else magnitude
+
+
+def code_count(fmt: str) -> int:
+    ebits, mbits, _, _ = FORMATS[fmt]
+    return 2 ** (1 + ebits + mbits)
+
+
+def is_special(code: int, fmt: str) -> bool:
+    return not isinstance(element_value(code, fmt), Fraction)
+
+
+@functools.cache
+def finite_magnitudes(fmt: str) -> tuple[tuple[int, Fraction], ...]:
+    """(code, value) of every non-negative finite code, in code order."""
+    return tuple((c, element_value(c, fmt)) for c in range(code_count(fmt) // 2) if not is_special(c, fmt))
+
+
+def max_normal(fmt: str) -> Fraction:
+    return max(v for _, v in finite_magnitudes(fmt))
+
+
+def nearest_code(y: Fraction, fmt: str) -> int:
+    """Code of the finite magnitude nearest to ``|y|`` (ties to the even code, so anything beyond the
+    largest normal gives the largest normal), with the sign bit of ``y``."""
+    a = abs(y)
+    best = min(finite_magnitudes(fmt), key=lambda cv: (abs(cv[1] - a), cv[0] % 2))[0]
+    return best | (code_count(fmt) // 2 if y < 0 else 0)
+
+
+def shared_exponent(amax: Fraction, mode: str, fmt: str = "e2m1") -> int:
     """Unclamped shared exponent of a block with largest magnitude ``amax > 0``."""
+    top = max_normal(fmt)
     if mode == "floor":
-        return floor_log2(amax) - 2
+        return floor_log2(amax) - floor_log2(top)
     assert mode == "rceil"
-    s = floor_log2(amax) - 10
-    while amax / Fraction(2) ** s > 6:
+    s = floor_log2(amax) - 40
+    while amax / Fraction(2) ** s > top:
         s += 1
     return s
 
 
-def quantize_block(bits32: list[int], mode: str) -> tuple[list[int], int]:
+def quantize_block(bits32: list[int], mode: str, fmt: str = "e2m1") -> tuple[list[int], int]:
     """Reference quantization of one block of 32 binary32 patterns: (codes, scale)."""
+    negative_zero = code_count(fmt) // 2
     if any(fp32_is_nan(b) or fp32_is_inf(b) for b in bits32):
         return [0] * 32, E8M0_NAN
     values = [fp32_to_fraction(b) for b in bits32]
     amax = max(abs(v) for v in values)
     if amax == 0:
-        return [8 if fp32_is_negative(b) else 0 for b in bits32], 0
-    shared = min(max(shared_exponent(amax, mode), -127), 127)
+        return [negative_zero if fp32_is_negative(b) else 0 for b in bits32], 0
+    shared = min(max(shared_exponent(amax, mode, fmt), -127), 127)
     codes = []
     for b, v in zip(bits32, values, strict=True):
-        code = e2m1_nearest(v / Fraction(2) ** shared)
+        code = nearest_code(v / Fraction(2) ** shared, fmt)
         if fp32_is_negative(b):
-            code |= 8
+            code |= negative_zero
         codes.append(code)
     return codes, shared + 127
 
 
-def block_term(a_codes: list[int], b_codes: list[int], sa: int, sb: int) -> Fraction:
-    """Exact value of one block's contribution (non-NaN scales)."""
-    dot = sum(e2m1_value(x) * e2m1_value(y) for x, y in zip(a_codes, b_codes, strict=True))
+def block_term(a_codes: list[int], b_codes: list[int], sa: int, sb: int, a_fmt: str = "e2m1",
+               b_fmt: str = "e2m1") -> Fraction:
+    """Exact value of one block's contribution (non-NaN scales, finite codes)."""
+    dot = sum(element_value(x, a_fmt) * element_value(y, b_fmt)
+              for x, y in zip(a_codes, b_codes, strict=True))
     return dot * Fraction(2) ** (sa - 127) * Fraction(2) ** (sb - 127)
 
 
@@ -153,8 +226,10 @@ def add_scaled(acc_bits: int, dot_quarters: int, exp: int) -> int:
     return accumulate(acc_bits, Fraction(dot_quarters, 4) * Fraction(2) ** exp)
 
 
-def matmul(a_codes, a_scales, b_codes, b_scales, c_bits) -> list[list[int]]:
-    """Reference GEMM on nested lists / arrays of ints; returns output bit patterns."""
+def matmul(a_codes, a_scales, b_codes, b_scales, c_bits, a_fmt="e2m1", b_fmt="e2m1") -> list[list[int]]:
+    """Reference GEMM on nested lists / arrays of ints; returns output bit patterns.
+
+    A NaN scale, or a NaN or Inf element code, in any block of the row or column gives the NaN."""
     m, k = len(a_codes), len(a_codes[0])
     n = len(b_codes[0])
     out = [[0] * n for _ in range(m)]
@@ -164,12 +239,14 @@ def matmul(a_codes, a_scales, b_codes, b_scales, c_bits) -> list[list[int]]:
             nan = False
             for blk in range(k // 32):
                 sa, sb = int(a_scales[i][blk]), int(b_scales[blk][j])
-                if sa == E8M0_NAN or sb == E8M0_NAN:
+                ks = range(32 * blk, 32 * blk + 32)
+                a_block = [int(a_codes[i][t]) for t in ks]
+                b_block = [int(b_codes[t][j]) for t in ks]
+                if (sa == E8M0_NAN or sb == E8M0_NAN or any(is_special(x, a_fmt) for x in a_block)
+                        or any(is_special(y, b_fmt) for y in b_block)):
                     nan = True
                     continue
-                ks = range(32 * blk, 32 * blk + 32)
-                term = block_term([int(a_codes[i][t]) for t in ks], [int(b_codes[t][j]) for t in ks],
-                                  sa, sb)
+                term = block_term(a_block, b_block, sa, sb, a_fmt, b_fmt)
                 acc = accumulate(acc, term)
             out[i][j] = QNAN if nan or fp32_is_nan(acc) else acc
     return out
