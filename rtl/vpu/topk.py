@@ -8,7 +8,7 @@ from rtl.common.parameters import check_positive_int
 from rtl.vpu.layouts import MAX_LENGTH
 from rtl.vpu.round_pack import QNAN
 
-__all__ = ["TopK", "merge_cycles", "order_key"]
+__all__ = ["TopK", "entry_layout", "merge_cycles", "order_key", "systolic_list"]
 
 _INDEX_BITS = (MAX_LENGTH - 1).bit_length()
 
@@ -28,7 +28,8 @@ def order_key(x):
     return Mux(nan, Const(1 << 32, 33), Cat(low[:32], Const(0, 1)))
 
 
-def _entry_layout():
+def entry_layout():
+    """A list entry: whether it holds an element, its order key, its index in the row, its value."""
     return data.StructLayout({"valid": 1, "key": 33, "index": _INDEX_BITS, "value": 32})
 
 
@@ -105,7 +106,7 @@ class TopK(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes, depth = self._lanes, self._max_k
-        layout = _entry_layout()
+        layout = entry_layout()
 
         # ---- the beat, registered once (the caller's issue logic stays out of the lists' cycle) -----
         beat = {name: Signal.like(getattr(self, name), name=f"in_{name}")
@@ -123,11 +124,11 @@ class TopK(wiring.Component):
                                            (beat["index0"] + j)[:_INDEX_BITS], Mux(key[32], QNAN, x)))
 
         # ---- per-lane systolic lists while the row streams in --------------------------------------
-        lists = [_systolic_list(m, incoming[j], depth, clear, f"lane{j}") for j in range(lanes)]
+        lists = [systolic_list(m, incoming[j], depth, clear, f"lane{j}") for j in range(lanes)]
 
         # ---- merge: every lane-list entry into one more systolic list, then the result beats -------
         feed = Signal(layout, name="merge_in")
-        merged = _systolic_list(m, feed, depth, Const(0, 1), "merge")
+        merged = systolic_list(m, feed, depth, Const(0, 1), "merge")
         source = Array(entry.as_value() for lane_list in lists for entry in lane_list)
         step = Signal(range(max(lanes * depth, depth + 2)))
         beat_out = Signal(range(2 * depth + 2))
@@ -182,15 +183,17 @@ def _better(a, b):
     return Cat(~a.index, a.key) > Cat(~b.index, b.key)
 
 
-def _systolic_list(m, incoming, depth, clear, name):
+def systolic_list(m, incoming, depth, clear, name, layout=None):
     """A sorted list of the ``depth`` best entries seen on ``incoming``, one entry accepted per cycle.
 
     Cell ``e`` keeps the better of its entry and the one arriving from above and passes the other one
     down to cell ``e + 1`` a cycle later, so each cycle's logic is one comparison per cell whatever
     ``depth``. An entry reaches its place at most ``depth`` cycles after it arrived; ``clear`` empties
     the list in the cycle ``incoming`` holds a new row's first entry (that entry is kept). Returns the
-    cells, best first (an empty cell has ``valid`` 0 and sits below every full one)."""
-    layout = _entry_layout()
+    cells, best first (an empty cell has ``valid`` 0 and sits below every full one). ``layout`` is
+    that of ``incoming``: :func:`entry_layout` by default, or any layout with ``valid``, ``key`` and
+    ``index`` fields."""
+    layout = entry_layout() if layout is None else layout
     cells = [Signal(layout, name=f"{name}_top{e}") for e in range(depth)]
     arriving = incoming
     for e, cell in enumerate(cells):
