@@ -201,7 +201,7 @@ MAX_BLOCK_EXP = 2 * (0xFE - E8M0_BIAS)
 _MIN_SHARED, _MAX_SHARED = -127, 127
 _ABS_MASK = 0x7FFF_FFFF
 _WINDOW_BITS = 60          # accumulate-adder alignment window, see _add_scaled_unchecked
-_FAST_DOT_BITS = _WINDOW_BITS - 2    # widest dot product (significant bits) the window adds exactly
+_FAST_DOT_BITS = _WINDOW_BITS - 1    # widest dot product (significant bits) the window adds exactly
 _NO_BITS_TOP = -10_000     # "top bit position" of a zero operand: below anything real
 _LIMB = 32                 # wide dot products are held as hi * 2**32 + lo, see _wide_block_dot
 
@@ -664,7 +664,7 @@ def matmul(a_codes, a_scales, b_codes, b_scales, c=None, a_format: str = "e2m1",
             hi, lo = _wide_block_dot(a_units[:, cols], b_units[cols, :])
             acc = _add_wide_unchecked(acc, hi, lo, np.broadcast_to(exp + unit, acc.shape))
         else:
-            dot = a_units[:, cols] @ b_units[cols, :]          # exact: |dot| < 2**58
+            dot = a_units[:, cols] @ b_units[cols, :]          # exact: |dot| < 2**59
             acc = _add_scaled_unchecked(acc, dot, exp + unit)   # NaN lanes are overwritten below
     acc = np.where(nan | ((acc & _ABS_MASK) > fp32.POS_INF), fp32.QNAN, acc)
     return acc.astype(np.uint32).view(np.float32)
@@ -706,9 +706,9 @@ def _encode_elements_array(x_bits: np.ndarray, scales: np.ndarray, format: str =
     half = np.int64(1) << (d - 1)
     rounded = kept + ((rest > half) | ((rest == half) & ((kept & 1) == 1)))
     n = np.where(drop <= 0, significand << np.clip(-drop, 0, m), rounded)
-    # In range (e_y <= emax) the shift is at most emax - emin (29, for E5M2); beyond it, saturate.
+    # In range (e_y <= emax) the shift is at most emax - emin (29, for E5M2). Beyond it n >= 1 and the
+    # clipped shift still gives at least 2**40, above every max_units: the minimum saturates.
     units = np.minimum(n << np.clip(step - fmt.lsb_exponent, 0, 40), fmt.max_units)
-    units = np.where((e_y > fmt.emax) & (significand > 0), fmt.max_units, units)
     biased = np.maximum(fp32.bit_length_array(units) - m, 1)
     normal = (biased << m) | ((units >> (biased - 1)) - (1 << m))
     magnitude = np.where(units < (1 << (m + 1)), units, normal)
@@ -729,20 +729,23 @@ def _align(magnitude: np.ndarray, shift: np.ndarray) -> np.ndarray:
 
 
 def _add_scaled_unchecked(acc: np.ndarray, dot: np.ndarray, dot_lsb: np.ndarray) -> np.ndarray:
-    """``acc + dot * 2**dot_lsb`` rounded once, on ``int64`` arrays, for ``|dot| < 2**58``; no checks.
+    """``acc + dot * 2**dot_lsb`` rounded once, on ``int64`` arrays, for ``|dot| < 2**59``; no checks.
 
     This is the array form of :func:`fp32_add_scaled` (``dot_lsb = exp + dot_unit_exponent``). Both
-    operands are placed in a window of ``_WINDOW_BITS`` (60) bits below the higher of their two
-    leading-bit positions ``t``, so the exact sum fits an ``int64``. The operand with the higher
-    leading bit always fits (the accumulator has at most 24 significant bits, the dot product at most
-    ``_FAST_DOT_BITS`` = 58); the other one, if its bits run below the window, is truncated with a
-    sticky bit OR-ed into the window's lowest bit. This is the classic guard/round/sticky argument:
-    a truncated operand lies below ``2**(t - 2)`` (it is the accumulator, below ``2**(t - 36)``, or a
-    dot product of at most 58 bits whose lowest bit is below the window), so the sum's leading bit is
-    at position ``t - 1`` or higher and its rounding (half-ulp) bit, at ``2**(t - 26)`` or higher, lies
-    far above the sticky bit, while the other operand has no bits in the lowest two window positions.
-    In general a window of ``w`` bits is exact for dot products of up to ``w - 2`` bits when
-    ``w >= 27`` (the tests fail for E2M1 with a 26-bit window).
+    operands are placed in a window of ``_WINDOW_BITS`` (w = 60) bits below the higher of their two
+    leading-bit positions ``t`` (the window's lowest bit has weight ``2**(t - w)``), so the exact sum
+    fits an ``int64``. The operand with the higher leading bit fits, with its lowest bit at least one
+    position above the window's: the accumulator has at most 24 significant bits, the dot product at
+    most ``_FAST_DOT_BITS`` = w - 1. The other one, if its bits run below the window, is truncated
+    with a sticky bit OR-ed into the window's lowest bit. This is the classic guard/round/sticky
+    argument: a truncated operand is below ``2**(t - 2)`` (an accumulator below ``2**(t - 36)``, or a
+    dot product of at most w - 1 bits whose lowest bit is below the window), so the sum is above
+    ``2**(t - 2)`` and every rounding boundary (a multiple of its half-ulp, ``2**(t - 26)`` or more) is
+    an even multiple of the window's lowest bit. The jammed sum is odd in those units and lies in the
+    same open interval between consecutive even multiples as the exact sum, so it rounds the same.
+    Hence a window of w bits is exact for dot products of up to w - 1 significant bits when
+    ``w >= 27``; the tests fail for E2M1 with a 26-bit window and for E5M2 x E5M2 at a 60-bit dot
+    product in this 60-bit window.
     """
     a_sign, a_mag, a_lsb = fp32.decode_finite_array(acc)
     d_sign = (dot < 0).astype(np.int64)
@@ -765,7 +768,7 @@ def _wide_block_dot(a_units: np.ndarray, b_units: np.ndarray) -> tuple[np.ndarra
 
     Each element is split into signed 16-bit halves, ``u = h * 2**16 + l``, so that every partial
     matrix product fits an ``int64`` (32 products below ``2**32`` each); the halves are then
-    recombined with exact carries. Used for pairs whose dot products can exceed ``2**58`` (E5M2 x E5M2).
+    recombined with exact carries. Used for pairs whose dot products can reach ``2**59`` (E5M2 x E5M2).
     """
     def split(u):
         mag = np.abs(u)

@@ -1,8 +1,12 @@
-"""``poblano gemm``: an MXFP4 GEMM on the MAC-array RTL (or the golden model), from files.
+"""``poblano gemm``: an MX GEMM on the MAC-array RTL (or the golden model), from files.
 
-``A.npz`` holds ``codes`` (uint8, M x K, one E2M1 code per element) and ``scales`` (uint8, M x K/32);
-``B.npz`` holds ``codes`` (K x N) and ``scales`` (K/32 x N); ``--c`` an optional float32 C (M x N,
-or anything broadcastable to it). The result ``C + A @ B`` is written as float32 to ``--out``. On the
+``A.npz`` holds ``codes`` (uint8, M x K, one element code per element), ``scales`` (uint8, M x K/32)
+and optionally ``format`` (a string naming the element format, ``e2m1``, ``e2m3``, ``e3m2``, ``e4m3``
+or ``e5m2``; missing means ``e2m1``, as ``poblano quantize`` files from before formats were added);
+``B.npz`` holds ``codes`` (K x N), ``scales`` (K/32 x N) and optionally ``format``; ``--c`` an
+optional float32 C (M x N, or anything broadcastable to it). The golden model (``--golden``) runs any
+format pair; the built MAC array runs e2m1 x e2m1 only, and asking it for another pair is a usage
+error (exit 2). The result ``C + A @ B`` is written as float32 to ``--out``. On the
 RTL the GEMM is tiled onto an ``--rows`` x ``--cols`` array (M in tiles of rows, N in tiles of
 cols x interleave, K in chunks of at most ``--max-blocks`` blocks chained through C) and simulated
 with cocotb on Verilator or Icarus; the command reports cycles from the first operand accepted to
@@ -19,7 +23,7 @@ import numpy as np
 from poblano.errors import UsageError
 
 NAME = "gemm"
-HELP = "MXFP4 GEMM C + A @ B on the MAC-array RTL (cocotb) or the golden model; reports cycles"
+HELP = "MX GEMM C + A @ B on the MAC-array RTL (cocotb, e2m1) or the golden model; reports cycles"
 
 BLOCK = 32
 PRODUCTS = {"hard": (9, 7), "lut": (0, 0)}
@@ -28,8 +32,10 @@ the ULX3S-85F), ``lut`` = every product in LUTs."""
 
 
 def add_arguments(parser):
-    parser.add_argument("--a", required=True, metavar="A.npz", help="A: codes (M x K), scales (M x K/32)")
-    parser.add_argument("--b", required=True, metavar="B.npz", help="B: codes (K x N), scales (K/32 x N)")
+    parser.add_argument("--a", required=True, metavar="A.npz",
+                        help="A: codes (M x K), scales (M x K/32), optional format (default e2m1)")
+    parser.add_argument("--b", required=True, metavar="B.npz",
+                        help="B: codes (K x N), scales (K/32 x N), optional format (default e2m1)")
     parser.add_argument("--c", metavar="C.npy", help="initial accumulator, float32, broadcastable to M x N")
     parser.add_argument("--out", required=True, metavar="C.npy", help="where to write the float32 result")
     parser.add_argument("--rows", type=int, default=4, help="array rows R (default 4)")
@@ -52,6 +58,9 @@ def add_arguments(parser):
 # ---- input checking -------------------------------------------------------------------------------
 
 def _load_npz(path, label):
+    """Read one operand file; return ``(codes, scales, format)``."""
+    from sim_models import mx
+
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{label} file {path} does not exist")
@@ -71,15 +80,31 @@ def _load_npz(path, label):
             raise UsageError(f"{label} '{name}' must be uint8, got {arr.dtype}")
         if arr.ndim != 2:
             raise UsageError(f"{label} '{name}' must be 2-D, got shape {arr.shape}")
-    if arrays["codes"].size and int(arrays["codes"].max()) > 15:
-        raise UsageError(f"{label} 'codes' holds code {int(arrays['codes'].max())}; E2M1 codes are 0..15")
-    return arrays["codes"], arrays["scales"]
+    fmt = "e2m1"
+    if "format" in arrays:
+        entry = arrays["format"]
+        if entry.dtype.kind != "U" or entry.ndim != 0:
+            raise UsageError(f"{label} 'format' must be a string such as 'e4m3', got {entry.dtype} "
+                             f"of shape {entry.shape}")
+        fmt = str(entry[()])
+        if fmt not in mx.FORMATS:
+            raise UsageError(f"{label} file {path} names unknown element format {fmt!r}; expected "
+                             f"{', '.join(mx.FORMATS[:-1])} or {mx.FORMATS[-1]}")
+    count = mx.element_format(fmt).code_count
+    if arrays["codes"].size and int(arrays["codes"].max()) >= count:
+        raise UsageError(f"{label} 'codes' holds code {int(arrays['codes'].max())}; {fmt.upper()} codes are "
+                         f"0..{count - 1}")
+    return arrays["codes"], arrays["scales"], fmt
 
 
 def load_operands(a_path, b_path, c_path=None):
-    """Read and check the operand files; return ``(a_codes, a_scales, b_codes, b_scales, c)``."""
-    a_codes, a_scales = _load_npz(a_path, "A")
-    b_codes, b_scales = _load_npz(b_path, "B")
+    """Read and check the operand files.
+
+    Returns ``((a_codes, a_scales, b_codes, b_scales, c), (a_format, b_format))``; ``c`` is None
+    without ``c_path``, and a format missing from its file is ``"e2m1"``.
+    """
+    a_codes, a_scales, a_format = _load_npz(a_path, "A")
+    b_codes, b_scales, b_format = _load_npz(b_path, "B")
     m, k = a_codes.shape
     kb, n = b_codes.shape
     if k != kb:
@@ -110,7 +135,7 @@ def load_operands(a_path, b_path, c_path=None):
             c = np.ascontiguousarray(np.broadcast_to(c, (m, n)))
         except ValueError:
             raise UsageError(f"C has shape {c.shape}, not broadcastable to {(m, n)}") from None
-    return a_codes, a_scales, b_codes, b_scales, c
+    return (a_codes, a_scales, b_codes, b_scales, c), (a_format, b_format)
 
 
 # ---- running ----------------------------------------------------------------------------------------
@@ -192,16 +217,21 @@ def print_stats(stats, file=None):
 def run(args):
     from sim_models import mx
 
-    operands = load_operands(args.a, args.b, args.c)
+    operands, (a_format, b_format) = load_operands(args.a, args.b, args.c)
+    formats = {"a_format": a_format, "b_format": b_format}
     out_path = Path(args.out)
     if out_path.parent and not out_path.parent.exists():
         raise UsageError(f"output directory {out_path.parent} does not exist")
+    if not args.golden and (a_format, b_format) != ("e2m1", "e2m1"):
+        raise UsageError(f"the built MAC array supports only e2m1 x e2m1, not {a_format} x {b_format}; "
+                         f"use --golden to run this pair on the golden model")
     if args.golden:
         start = time.monotonic()
-        result = mx.matmul(*operands)
-        stats = {"golden": True, "seconds": round(time.monotonic() - start, 3),
+        result = mx.matmul(*operands, **formats)
+        stats = {"golden": True, "seconds": round(time.monotonic() - start, 3), **formats,
                  "m": operands[0].shape[0], "k": operands[0].shape[1], "n": operands[2].shape[1]}
-        print(f"golden model: {stats['m']}x{stats['k']} @ {stats['k']}x{stats['n']} in {stats['seconds']} s")
+        print(f"golden model: {a_format} x {b_format}, {stats['m']}x{stats['k']} @ {stats['k']}x{stats['n']} "
+              f"in {stats['seconds']} s")
     else:
         result, stats = run_on_rtl(*operands, rows=args.rows, cols=args.cols, interleave=args.interleave,
                                    products=args.products, sim=args.sim, max_blocks=args.max_blocks)

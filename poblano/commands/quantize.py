@@ -1,8 +1,10 @@
-"""``poblano quantize``: quantize a float array to MXFP4 with the golden model or the RTL quantizer.
+"""``poblano quantize``: quantize a float array to MX with the golden model or the RTL quantizer.
 
 Blocks of 32 run along the last axis. The result is an ``.npz`` holding ``codes`` (``uint8``, the
-input's shape, one E2M1 code 0..15 per element) and ``scales`` (``uint8``, the last axis divided by
-32, one E8M0 code per block), exactly as :func:`sim_models.mx.quantize` returns them.
+input's shape, one element code per element), ``scales`` (``uint8``, the last axis divided by 32, one
+E8M0 code per block), exactly as :func:`sim_models.mx.quantize` returns them, and ``format`` (a 0-d
+string array naming the element format: ``e2m1``, the default, ``e2m3``, ``e3m2``, ``e4m3`` or
+``e5m2``), which ``poblano gemm`` reads back.
 
 Input dtypes: float32 as is; float16 widened (exact); float64 rounded to float32 first (as the golden
 model does); bfloat16, which NumPy writes to ``.npy`` as a 2-byte void type, is read back as bfloat16.
@@ -10,7 +12,8 @@ model does); bfloat16, which NumPy writes to ``.npy`` as a 2-byte void type, is 
 ``--rtl`` streams the blocks through :class:`rtl.mx.quantizer.MXQuantizer` on Verilator or Icarus
 (``verification/mx/tb_quantize_file.py``), writes the hardware's result and compares it bit for bit
 with the golden model; a mismatch is reported and the exit status is 1. bfloat16 input runs on a BF16
-instance, everything else on an FP32 one.
+instance, everything else on an FP32 one. The built quantizer produces E2M1 only: ``--rtl`` with any
+other ``--format`` is a usage error (exit 2).
 """
 
 import tempfile
@@ -22,7 +25,7 @@ import numpy as np
 from poblano.errors import UsageError
 
 NAME = "quantize"
-HELP = "quantize a float .npy to MXFP4 codes and scales (.npz), on the golden model or the RTL"
+HELP = "quantize a float .npy to MX codes and scales (.npz), on the golden model or the RTL (e2m1)"
 
 _MODES = ("floor", "rceil")
 _FLOAT_KINDS = ("float16", "float32", "float64", "bfloat16")
@@ -35,6 +38,9 @@ def add_arguments(parser):
                         help="output file: codes (uint8, same shape) and scales (uint8, last axis / 32)")
     parser.add_argument("--mode", default="floor", metavar="floor|rceil",
                         help="shared-exponent rule: floor (OCP MX v1.0, default) or rceil")
+    parser.add_argument("--format", default="e2m1", metavar="e2m1|e2m3|e3m2|e4m3|e5m2",
+                        help="element format (OCP MX v1.0): e2m1 (MXFP4, default), e2m3 or e3m2 "
+                             "(MXFP6), e4m3 or e5m2 (MXFP8)")
     parser.add_argument("--rtl", action="store_true",
                         help="run the hardware quantizer (cocotb) and check it against the golden model")
     parser.add_argument("--sim", default="verilator", metavar="verilator|icarus",
@@ -109,6 +115,12 @@ def run(args):
 
     if args.mode not in _MODES:
         raise UsageError(f"unknown mode {args.mode!r}; choose floor or rceil")
+    if args.format not in mx.FORMATS:
+        raise UsageError(f"unknown element format {args.format!r}; choose "
+                         f"{', '.join(mx.FORMATS[:-1])} or {mx.FORMATS[-1]}")
+    if args.rtl and args.format != "e2m1":
+        raise UsageError(f"the built hardware quantizer supports only e2m1, not {args.format}; "
+                         f"drop --rtl to quantize to {args.format} on the golden model")
     from verification.runner import SIMULATORS
     if args.sim not in SIMULATORS:
         raise UsageError(f"unknown simulator {args.sim!r}; choose {' or '.join(SIMULATORS)}")
@@ -119,7 +131,7 @@ def run(args):
     blocks = x.size // 32
 
     start = time.perf_counter()
-    codes, scales = mx.quantize(x, args.mode)
+    codes, scales = mx.quantize(x, args.mode, args.format)
     golden_seconds = time.perf_counter() - start
     status = 0
     if args.rtl:
@@ -148,11 +160,11 @@ def run(args):
             print("RTL matches the golden model bit for bit")
         codes, scales = rtl_codes, rtl_scales
     with open(out, "wb") as f:
-        np.savez(f, codes=codes, scales=scales)
+        np.savez(f, codes=codes, scales=scales, format=np.array(args.format))
     nan_blocks = int(np.count_nonzero(scales == 0xFF))
     finite = scales[scales != 0xFF]
     scale_text = (f"scales 2^{int(finite.min()) - 127}..2^{int(finite.max()) - 127}" if finite.size
                   else "no finite blocks")
-    print(f"quantized {x.dtype} {x.shape} ({blocks} blocks, {args.mode}) -> {out}: {scale_text}, "
-          f"{nan_blocks} NaN/Inf block(s); golden model {golden_seconds * 1e3:.1f} ms")
+    print(f"quantized {x.dtype} {x.shape} to {args.format} ({blocks} blocks, {args.mode}) -> {out}: "
+          f"{scale_text}, {nan_blocks} NaN/Inf block(s); golden model {golden_seconds * 1e3:.1f} ms")
     return status
