@@ -1,0 +1,143 @@
+"""``poblano run``: generate tokens from a Hugging Face checkpoint on the golden model or the tile.
+
+``poblano run --model DIR --prompt 1,2,3 --generate N [--golden | --iss] [--logits L.npy]
+[--report r.json] [--listing P.txt]`` prefills the prompt as one batch, then decodes ``N`` tokens
+greedily, and prints the prompt and the generated ids.
+
+* ``--golden`` (the default) runs :mod:`sim_models.transformer`.
+* ``--iss`` compiles the model for the tile (``poblano.compiler``: weight image and programs), runs
+  the programs on the instruction-level model (:mod:`sim_models.tile_iss`) and checks its tokens and
+  logits against the golden model bit for bit: exit status 1 on any mismatch.
+
+``--logits`` writes the float32 logits ``(N, vocab)``, one row per generated token (the row that
+chose it); ``--report`` (with ``--iss``) writes the tile's counters per phase (prefill, each decode
+step) as JSON; ``--listing`` (with ``--iss``) writes the annotated prefill and decode programs. The
+tile's parameters are options (defaults: the RTL defaults). A missing or malformed checkpoint, an
+unsupported architecture, a prompt token outside the vocabulary or a model that does not fit the
+tile's memories is a one-line error with exit status 2.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from poblano.errors import UsageError
+
+NAME = "run"
+HELP = "generate tokens from a checkpoint on the golden model or the tile's instruction-level model"
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR",
+                        help="checkpoint directory (config.json + model.safetensors)")
+    parser.add_argument("--prompt", required=True, metavar="IDS", help="prompt token ids, e.g. 1,2,3")
+    parser.add_argument("--generate", type=int, default=8, metavar="N",
+                        help="tokens to generate (default 8)")
+    engine = parser.add_mutually_exclusive_group()
+    engine.add_argument("--golden", action="store_true", help="run the golden model (default)")
+    engine.add_argument("--iss", action="store_true",
+                        help="run the tile's programs on its instruction-level model, checked "
+                             "against the golden model")
+    parser.add_argument("--logits", metavar="L.npy", help="write the logits (N, vocab) float32")
+    parser.add_argument("--report", metavar="R.json", help="write the tile's counters per phase (--iss)")
+    parser.add_argument("--listing", metavar="P.txt", help="write the prefill and decode listings (--iss)")
+    tile = parser.add_argument_group("tile parameters")
+    tile.add_argument("--spad-words", type=int, default=65536, help="scratchpad words (default 65536)")
+    tile.add_argument("--mac-rows", type=int, default=4, help="MAC array rows (default 4)")
+    tile.add_argument("--mac-cols", type=int, default=4, help="MAC array columns (default 4)")
+    tile.add_argument("--interleave", type=int, default=8, help="accumulators per PE (default 8)")
+    tile.add_argument("--lanes", type=int, default=8, help="vector-unit lanes (default 8)")
+    tile.add_argument("--kv-pages", type=int, default=64, help="KV-cache pages (default 64)")
+    tile.add_argument("--kv-page-tokens", type=int, default=16, help="positions per page (default 16)")
+    tile.add_argument("--kv-seqs", type=int, default=16, help="KV sequences (default 16)")
+    tile.add_argument("--kv-pages-per-seq", type=int, default=16, help="pages per sequence (default 16)")
+    tile.add_argument("--weight-format", default="e2m1", help="MX element format of the weights")
+    tile.add_argument("--act-format", default="e2m1", help="MX element format of the activations")
+
+
+def _prompt(text):
+    try:
+        ids = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--prompt must be comma-separated integers, got {text!r}") from None
+    return np.array(ids, dtype=np.int64)
+
+
+def _tile(args):
+    from sim_models.tile_isa import TileConfig
+
+    try:
+        return TileConfig(spad_words=args.spad_words, rows=args.mac_rows, cols=args.mac_cols,
+                          interleave=args.interleave, lanes=args.lanes, kv_pages=args.kv_pages,
+                          kv_page_tokens=args.kv_page_tokens, kv_seqs=args.kv_seqs,
+                          kv_max_pages_per_seq=args.kv_pages_per_seq)
+    except ValueError as exc:
+        raise UsageError(f"tile parameter: {exc}") from None
+
+
+def _first_difference(ids, logits, ref_ids, ref_logits):
+    for step in range(len(ref_ids)):
+        if ids[step] != ref_ids[step]:
+            return f"step {step}: token {ids[step]}, golden {ref_ids[step]}"
+        differ = np.nonzero(logits[step].view(np.uint32) != ref_logits[step].view(np.uint32))[0]
+        if differ.size:
+            j = int(differ[0])
+            return (f"step {step}: logit {j} is {logits[step, j]!r}, golden {ref_logits[step, j]!r} "
+                    f"({differ.size} logits differ)")
+    return None
+
+
+def run(args):
+    from poblano.compiler import CompileError, TileRunner, listing
+    from sim_models import checkpoint, transformer
+    from sim_models.tile_iss import TileFault
+
+    if args.generate < 0:
+        raise UsageError(f"--generate must be non-negative, got {args.generate}")
+    if not args.iss and (args.report or args.listing):
+        raise UsageError("--report and --listing need --iss")
+    prompt = _prompt(args.prompt)
+    tile = _tile(args)
+    try:
+        model = transformer.Transformer(checkpoint.load_checkpoint(args.model), act_format=args.act_format,
+                                        weight_format=args.weight_format, lanes=args.lanes)
+        transformer.check_tokens(prompt, model.config.vocab_size, "prompt token")
+        if args.iss:
+            runner = TileRunner(model, tile)
+            runner.check_context(len(prompt), args.generate)
+        ids, logits = transformer.generate(model, prompt, args.generate)
+    except CompileError as exc:
+        raise UsageError(f"the model does not fit the tile: {exc}") from None
+    except (checkpoint.CheckpointError, transformer.TransformerError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    status = 0
+    if args.iss:
+        try:
+            tile_ids, tile_logits = runner.generate(prompt, args.generate)
+        except TileFault as exc:
+            print(f"iss: the tile stopped: {exc}")
+            return 1
+        if args.listing:
+            prefill = runner.compiled.forward(len(prompt), open_kv=True)
+            decode = runner.compiled.forward(1)
+            Path(args.listing).write_text(f"; prefill of {len(prompt)} tokens\n" + listing(prefill) +
+                                          "\n; decode step\n" + listing(decode))
+        if args.report:
+            Path(args.report).write_text(json.dumps({"tile": vars(tile), "phases": runner.reports},
+                                                    indent=2) + "\n")
+        difference = _first_difference(tile_ids, tile_logits, ids, logits)
+        if difference:
+            print(f"iss: MISMATCH against the golden model: {difference}")
+            status = 1
+        ids, logits = tile_ids, tile_logits
+    print("prompt:   ", " ".join(str(i) for i in prompt))
+    print("generated:", " ".join(str(i) for i in ids))
+    if args.iss and status == 0:
+        total = sum(r["instructions"] for r in runner.reports)
+        weights = sum(r["weight_bytes"] for r in runner.reports)
+        print(f"iss: tokens and logits equal the golden model bit for bit ({total} instructions, "
+              f"{weights:,} weight bytes read)")
+    if args.logits:
+        np.save(args.logits, logits.astype(np.float32))
+    return status
