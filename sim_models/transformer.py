@@ -20,7 +20,6 @@ chose each one. Bad input (a token outside the vocabulary, an unknown format, a 
 a sliding window) raises :class:`TransformerError` with a one-line message.
 """
 
-import inspect
 import math
 
 import numpy as np
@@ -43,28 +42,13 @@ class TransformerError(ValueError):
 # MX GEMM layers
 # ==================================================================================================
 
-def _accepts(fn, keyword: str) -> bool:
-    return keyword in inspect.signature(fn).parameters
-
-
 def _quantize(x: np.ndarray, fmt: str):
-    """Per-row MX quantization along the last axis in element format ``fmt``.
-
-    ``sim_models.mx`` takes a ``format`` keyword once it knows formats other than E2M1; until then
-    only ``"e2m1"`` is possible.
-    """
-    if _accepts(mx.quantize, "format"):
-        return mx.quantize(x, _QUANTIZE_MODE, format=fmt)
-    if fmt != "e2m1":
-        raise TransformerError(f"element format {fmt!r} needs a sim_models.mx with element formats; "
-                               f"this one supports only 'e2m1'")
-    return mx.quantize(x, _QUANTIZE_MODE)
+    """Per-row MX quantization along the last axis in element format ``fmt`` (``floor`` scales)."""
+    return mx.quantize(x, _QUANTIZE_MODE, format=fmt)
 
 
 def _matmul(a_codes, a_scales, a_format, b_codes, b_scales, b_format):
-    if _accepts(mx.matmul, "a_format"):
-        return mx.matmul(a_codes, a_scales, b_codes, b_scales, a_format=a_format, b_format=b_format)
-    return mx.matmul(a_codes, a_scales, b_codes, b_scales)
+    return mx.matmul(a_codes, a_scales, b_codes, b_scales, a_format=a_format, b_format=b_format)
 
 
 class MXLinear:
