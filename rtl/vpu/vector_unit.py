@@ -225,6 +225,10 @@ class VectorUnit(wiring.Component):
         beats_per_row = Signal(range(MAX_LENGTH // lanes + 2))
         beat = Signal.like(beats_per_row)      # beat index within the row
         row = Signal(12)
+        # ``beat == beats_per_row - 1`` and ``row == rows - 1``, kept in registers beside the counters
+        # so that the issue logic's fan-out starts at a flip-flop, not at a comparator.
+        last_beat = Signal()
+        last_row = Signal()
         tail = Signal(range(lanes + 1))        # valid lanes of a row's last beat
 
         # ---- result slots ---------------------------------------------------------------------------
@@ -260,6 +264,7 @@ class VectorUnit(wiring.Component):
                     beats_per_row.eq((p.length + lanes - 1) >> log2_lanes),
                     tail.eq(Mux(in_last_beat == 0, lanes, in_last_beat)),
                     beat.eq(0), row.eq(0),
+                    last_beat.eq(p.length <= lanes), last_row.eq(p.rows <= 1),
                 ]
                 m.d.sync += [flags[name].eq(value) for name, value in _pass_flags(p.op, 0).items()]
             with m.Else():
@@ -269,8 +274,6 @@ class VectorUnit(wiring.Component):
         operands_valid = Signal()
         m.d.comb += operands_valid.eq(self.a.valid & (~flags["uses_b"] | self.b.valid)
                                       & (~flags["uses_c"] | self.c.valid))
-        last_beat = beat == beats_per_row - 1
-        last_row = row == rows - 1
         last_pass = pass_ == passes
         # A lane beat needs a result slot; a reduction's row needs one at its last beat, a topk row
         # all of its result beats.
@@ -287,7 +290,7 @@ class VectorUnit(wiring.Component):
         with m.If(issue):
             m.d.comb += take.eq(Mux(slot_needed, slots_needed, 0))
             with m.If(last_beat):
-                m.d.sync += beat.eq(0)
+                m.d.sync += [beat.eq(0), last_beat.eq(beats_per_row == 1)]
                 with m.If(flags["topk"]):          # the next row waits for this one's merge
                     m.d.sync += waiting.eq(1)
                 with m.If(~last_pass):
@@ -300,9 +303,9 @@ class VectorUnit(wiring.Component):
                     with m.If(last_row):
                         m.d.sync += [row.eq(0), busy.eq(0)]
                     with m.Else():
-                        m.d.sync += row.eq(row + 1)
+                        m.d.sync += [row.eq(row + 1), last_row.eq(row + 2 == rows)]
             with m.Else():
-                m.d.sync += beat.eq(beat + 1)
+                m.d.sync += [beat.eq(beat + 1), last_beat.eq(beat + 2 == beats_per_row)]
 
         # Lane mask of this beat: all lanes, or the row's tail on its last beat.
         mask = Signal(lanes)
