@@ -142,7 +142,7 @@ OVERRIDES = {
     "rtl/vpu/rms_output.py": _vpu("test_rms_output.py"),
     "rtl/vpu/rms_scale.py": _vpu("test_rms_scale.py"),
     "rtl/vpu/round_pack.py": _vpu("test_round_pack.py", "test_fp32_fma.py"),
-    "rtl/vpu/topk.py": _vpu("test_topk.py"),
+    "rtl/vpu/topk.py": _vpu("test_topk.py", proofs=("vpu_topk*",)),
     "rtl/vpu/vector_unit.py": _vpu(note="through its cocotb regression"),
 }
 

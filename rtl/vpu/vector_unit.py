@@ -371,13 +371,16 @@ class VectorUnit(wiring.Component):
         # line past their own tap (every one of their results is written by then) are forgotten.
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [stage.valid.eq(0) for stage in line[1:]]
+        # The beat at the tap of the command's latency, taken from the stage before it and registered
+        # (equal to ``line[latency]``: the command cannot change while a beat of the previous one
+        # is still ahead of its tap, since it waits for every result to be written).
         at_output = Signal(beat_info)
         with m.Switch(op):
             for each in LANE_OPS:
                 with m.Case(each):
-                    m.d.comb += at_output.eq(line[lane0.latency_of(each)])
+                    m.d.sync += at_output.eq(line[lane0.latency_of(each) - 1])
             with m.Default():                    # a reduction: no lane results
-                m.d.comb += at_output.eq(0)
+                m.d.sync += at_output.eq(0)
 
         # ---- rope's buffer: q written as it leaves the lanes, read for the FMA one cycle ahead -------
         at_store = line[lane0.product_latency]
