@@ -78,7 +78,7 @@ def _vpu(*fast, proofs=(), note="cocotb: through VectorUnit"):
 #: is also exercised by the cocotb tests of the blocks using it). An entry replaces the convention.
 OVERRIDES = {
     "rtl/common/credited_buffer.py": _Override(
-        fast=("tests/rtl/common/test_credited_buffer.py",),
+        fast=("tests/rtl/common/test_credited_buffer.py",), proofs=("credited_buffer*",),
         cocotb=("tests/rtl/mx/test_mac_array_cocotb.py",), note="cocotb: through MacArray"),
     "rtl/common/parameters.py": _Override(fast=("tests/rtl/mx/test_mx_parameters.py",)),
     "rtl/common/unchecked_read.py": _Override(
