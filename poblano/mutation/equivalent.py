@@ -30,33 +30,36 @@ EQUIVALENT = {
             "a wider constant in a key that is truncated to its 33 bits where it is stored and read",
         ("order_key", "Const(0, 1)", "Const(0, 2)"):
             "a wider zero at the top of a key that is truncated to its 33 bits where it is stored and read",
-        ("TopK.elaborate", "Mux(self.first, 0, entry.as_value())", "Mux(self.first, 1, entry.as_value())"):
-            "a row then starts with valid entries of key 0 in every lane list; key 0 belongs to no element "
-            "(its pattern, x[:31] all ones with the sign set, is a NaN, which has key 2**32), so these "
-            "entries rank below every element, and with k <= n (checked by VectorUnit) the k largest are "
-            "always real elements; entries beyond k are never output",
-        ("TopK.elaborate", "Const(1, 1)", "Const(2, 1)"):
-            "for entry 0 the 'from above' choice picks between new and new",
-        ("TopK.elaborate", "2 * depth", "3 * depth"):
-            "a wider output counter or slot index: the same values fit",
         ("order_key", "Const(0, 1)", "Const(0, 0)"):
             "the key is zero-extended to its 33 bits where it is stored: the missing top zero comes back",
-        ("_entry_layout", '{"valid": 1, "key": 33, "index": _INDEX_BITS, "value": 32}',
+        ("order_key", "Const(1, 1)", "Const(1, 2)"):
+            "a wider constant above bit 31 of the positive branch, of which only bits 0..31 are read",
+        ("entry_layout", '{"valid": 1, "key": 33, "index": _INDEX_BITS, "value": 32}',
          '{"valid": 1, "key": 34, "index": _INDEX_BITS, "value": 32}'):
             "a wider stored key holding the same 33-bit keys: every comparison is unchanged",
-        ("TopK.elaborate", "lanes * depth + 1", "lanes * depth + 0"):
-            "the merge step counts 0 .. lanes*max_k - 1 and leaves at the last: range(lanes*max_k) holds it",
-        ("TopK.elaborate", "2 * depth + 2", "2 * depth + 1"):
-            "the output counter reaches at most 2*max_k - 1: both ranges hold it",
-        ("TopK.elaborate", "Const(1, 1)", "Const(0, 1)"):
-            "for entry 0 the 'from above' choice picks between new and new",
-        ("TopK.elaborate", "2 * depth + 2", "2 * depth + 3"):
-            "a wider output counter: the same values fit",
-        ("TopK.elaborate", "new.index < entry.index", "new.index <= entry.index"):
-            "two entries never share an index (each element of a row has its own)",
-        ("TopK.elaborate", "(new.key > entry.key) | ((new.key == entry.key) & (new.index < entry.index))",
-         "(new.key > entry.key) ^ ((new.key == entry.key) & (new.index < entry.index))"):
-            "the two terms exclude each other (a key cannot be both greater and equal): xor is or",
+        ("TopK.elaborate", "2 * depth", "3 * depth"):
+            "a wider output counter: it counts to 2*max_k - 1 in either width",
+        ("TopK.elaborate", "2 * depth + 1", "2 * depth + 2"):
+            "a wider beat count: it holds at most 2*max_k in either width",
+        ("TopK.elaborate", '(beat["valid"] & beat["last"]) | row_end',
+         '(beat["valid"] & beat["last"]) ^ row_end'):
+            "both are set only if a row's last beat came the cycle after the previous row's last beat, "
+            "which the caller may not do (it waits for busy to fall in between): xor is or",
+        ("_better", "Cat(~a.index, a.key) > Cat(~b.index, b.key)",
+         "Cat(~a.index, a.key) >= Cat(~b.index, b.key)"):
+            "equality needs the same key and the same index, and two entries of a row never share an index "
+            "(each element arrives once): > and >= agree",
+        ("entry_layout", '{"valid": 1, "key": 33, "index": _INDEX_BITS, "value": 32}',
+         '{"valid": 1, "key": 33, "index": _INDEX_BITS, "value": 33}'):
+            "a wider stored value holding the same zero-extended 32-bit values; only 32 bits are output",
+        ("TopK.elaborate", "Const(0, 1)", "Const(0, 0)"):
+            "the merged list's clear input: a zero of no width is still a constant 0",
+        ("systolic_list", "e + 1", "e + 0"):
+            "e < depth always holds, so the last cell also gets a passed-down register, which nothing "
+            "reads: the entry it would hand down falls off the list either way",
+        ("systolic_list", "e + 1", "e - 1"):
+            "e - 1 < depth always holds, so the last cell also gets a passed-down register, which nothing "
+            "reads: the entry it would hand down falls off the list either way",
     },
     "rtl/vpu/rms_output.py": {
         ("RmsOutput.elaborate", "Signal(4)", "Signal(5)"): "a wider flag register: the top bit is never read",

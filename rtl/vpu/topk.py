@@ -130,9 +130,9 @@ class TopK(wiring.Component):
         feed = Signal(layout, name="merge_in")
         merged = systolic_list(m, feed, depth, Const(0, 1), "merge")
         source = Array(entry.as_value() for lane_list in lists for entry in lane_list)
-        step = Signal(range(max(lanes * depth, depth + 2)))
-        beat_out = Signal(range(2 * depth + 2))
-        beats = Signal(range(2 * depth + 2))
+        step = Signal(range(lanes * depth))            # counts to max_k - 1 and to lanes * max_k - 1
+        beat_out = Signal(range(2 * depth))           # result beats: 2 * ceil(k / lanes) <= 2 * max_k
+        beats = Signal(range(2 * depth + 1))
         m.d.comb += beats.eq(2 * ((self.k + lanes - 1) // lanes))
         m.d.sync += feed.valid.eq(0)
         with m.FSM(name="topk"):
@@ -168,7 +168,7 @@ class TopK(wiring.Component):
                 values = Array(entry.value for entry in merged)
                 positions = Array(entry.index for entry in merged)
                 for j in range(lanes):
-                    slot = Signal(range(2 * depth + lanes), name=f"out_slot{j}")
+                    slot = Signal(range(depth + lanes), name=f"out_slot{j}")
                     m.d.comb += slot.eq(group * lanes + j)
                     live = slot < self.k
                     m.d.comb += self.out_data[j].eq(Mux(live, Mux(indices, positions[slot], values[slot]), 0))
