@@ -15,8 +15,8 @@ Figures (simulation cycle counts and nextpnr's report, never wall-clock asserts)
 
 Run: ``.venv/bin/python -m benchmarks.vpu`` (or ``make bench``); writes ``benchmarks/results/vpu.md``
 and ``.json``. ``--quick`` runs n = 64 only and records nothing; ``--no-fpga`` reuses the last
-FPGA reports; ``--fpga-only`` runs no simulation and records the last FPGA reports beside the
-recorded cycles.
+FPGA reports; ``--fpga-only`` runs no simulation and records the last FPGA reports and the last
+accuracy record beside the recorded cycles.
 """
 
 import argparse
@@ -123,7 +123,8 @@ def record(stats):
 
 
 def record_fpga_only():
-    """The recorded figures with the FPGA part replaced by the last reports (no simulation)."""
+    """The recorded figures with the FPGA part replaced by the last reports and the accuracy by the
+    last ``benchmarks.vpu_accuracy`` record (no simulation)."""
     recorded = RESULTS / "vpu.json"
     if not recorded.exists():
         print(f"no recorded figures in {recorded}: run the whole benchmark first")
@@ -131,6 +132,9 @@ def record_fpga_only():
     stats = json.loads(recorded.read_text())
     stats["fpga"] = fpga.report_for("vpu", rebuild=False)
     stats["fpga_2lanes"] = fpga.report_for(FPGA_2LANES, rebuild=False)
+    accuracy = RESULTS / "vpu_accuracy.json"
+    if accuracy.exists():
+        stats["accuracy"] = json.loads(accuracy.read_text())
     record(stats)
     return 0
 
@@ -216,8 +220,9 @@ def _accuracy_markdown(acc):
         lines += ["| function | max error (ulp) | bound | in-scope inputs | non-canonical NaNs | run time |",
                   "|---|---|---|---|---|---|"]
         for name, r in sorted(ex.items()):
+            note = f" ({r['note']})" if r.get("note") else ""
             lines.append(f"| {name} | {r['max_ulp']:.4f} | {r['bound_ulp']} | {r['in_scope']} | "
-                         f"{r['bad_nan']} | {r['seconds']:.0f} s |")
+                         f"{r['bad_nan']} | {r['seconds']:.0f} s{note} |")
     else:
         lines.append("(not run yet)")
     lines += ["", "softmax and rmsnorm (eps 1e-6), largest relative error over outputs >= 1e-30 "
