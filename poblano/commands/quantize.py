@@ -12,8 +12,9 @@ model does); bfloat16, which NumPy writes to ``.npy`` as a 2-byte void type, is 
 ``--rtl`` streams the blocks through :class:`rtl.mx.quantizer.MXQuantizer` on Verilator or Icarus
 (``verification/mx/tb_quantize_file.py``), writes the hardware's result and compares it bit for bit
 with the golden model; a mismatch is reported and the exit status is 1. bfloat16 input runs on a BF16
-instance, everything else on an FP32 one. The built quantizer produces E2M1 only: ``--rtl`` with any
-other ``--format`` is a usage error (exit 2).
+instance, everything else on an FP32 one. The built quantizer supports :data:`RTL_FORMATS` (every
+format, the ``MXQuantizer`` default); ``--rtl`` with a format outside that set is a usage error
+(exit 2).
 """
 
 import tempfile
@@ -25,9 +26,11 @@ import numpy as np
 from poblano.errors import UsageError
 
 NAME = "quantize"
-HELP = "quantize a float .npy to MX codes and scales (.npz), on the golden model or the RTL (e2m1)"
+HELP = "quantize a float .npy to MX codes and scales (.npz), on the golden model or the RTL"
 
 _MODES = ("floor", "rceil")
+RTL_FORMATS = ("e2m1", "e2m3", "e3m2", "e4m3", "e5m2")
+"""Element formats of the quantizer that ``--rtl`` builds (``MXQuantizer(formats=RTL_FORMATS)``)."""
 _FLOAT_KINDS = ("float16", "float32", "float64", "bfloat16")
 
 
@@ -77,8 +80,8 @@ def load_input(path):
     return np.ascontiguousarray(x)
 
 
-def quantize_rtl(x, mode, sim):
-    """Quantize ``x`` (float32 or bfloat16, last axis a multiple of 32) on the RTL.
+def quantize_rtl(x, mode, sim, format="e2m1"):
+    """Quantize ``x`` (float32 or bfloat16, last axis a multiple of 32) to ``format`` on the RTL.
 
     Returns ``(codes, scales, cycles)`` shaped like :func:`sim_models.mx.quantize`'s result.
     """
@@ -98,11 +101,11 @@ def quantize_rtl(x, mode, sim):
         in_path, out_path = Path(tmp) / "blocks.npy", Path(tmp) / "result.npz"
         np.save(in_path, raw)
         try:
-            run_cocotb(lambda: MXQuantizer(input_format), toplevel="mx_quantizer",
-                       config={"input_format": input_format},
+            run_cocotb(lambda: MXQuantizer(input_format, RTL_FORMATS), toplevel="mx_quantizer",
+                       config={"input_format": input_format, "formats": list(RTL_FORMATS)},
                        test_module="verification.mx.tb_quantize_file", sim=sim,
                        extra_env={"POBLANO_QUANTIZE_IN": str(in_path), "POBLANO_QUANTIZE_OUT": str(out_path),
-                                  "POBLANO_QUANTIZE_MODE": mode})
+                                  "POBLANO_QUANTIZE_MODE": mode, "POBLANO_QUANTIZE_FORMAT": format})
         except RunFailed as exc:
             raise RuntimeError(str(exc)) from None
         with np.load(out_path) as result:
@@ -118,9 +121,9 @@ def run(args):
     if args.format not in mx.FORMATS:
         raise UsageError(f"unknown element format {args.format!r}; choose "
                          f"{', '.join(mx.FORMATS[:-1])} or {mx.FORMATS[-1]}")
-    if args.rtl and args.format != "e2m1":
-        raise UsageError(f"the built hardware quantizer supports only e2m1, not {args.format}; "
-                         f"drop --rtl to quantize to {args.format} on the golden model")
+    if args.rtl and args.format not in RTL_FORMATS:
+        raise UsageError(f"the built hardware quantizer supports {', '.join(RTL_FORMATS)}, not "
+                         f"{args.format}; drop --rtl to quantize to {args.format} on the golden model")
     from verification.runner import SIMULATORS
     if args.sim not in SIMULATORS:
         raise UsageError(f"unknown simulator {args.sim!r}; choose {' or '.join(SIMULATORS)}")
@@ -140,7 +143,7 @@ def run(args):
             raise UsageError("Icarus Verilog (iverilog, vvp) is not installed; use --sim verilator")
         start = time.perf_counter()
         try:
-            rtl_codes, rtl_scales, cycles = quantize_rtl(x, args.mode, args.sim)
+            rtl_codes, rtl_scales, cycles = quantize_rtl(x, args.mode, args.sim, args.format)
         except RuntimeError as exc:
             print(f"poblano quantize: RTL run failed: {exc}")
             return 1

@@ -6,9 +6,9 @@ element 0 there; testbenches, golden-model adapters and the CLI pack and unpack 
 """
 
 from amaranth.hdl import signed
-from amaranth.lib import data
+from amaranth.lib import data, enum
 
-__all__ = ["BLOCK_SIZE", "E2M1", "E8M0", "FP32", "MXBlock", "ScaledDot", "BlockDotRequest",
+__all__ = ["BLOCK_SIZE", "E2M1", "E8M0", "FP32", "MXBlock", "MXFormat", "ScaledDot", "BlockDotRequest",
            "TileCommand", "a_beat", "b_beat", "c_beat", "result_beat", "row_lane"]
 
 BLOCK_SIZE = 32
@@ -22,6 +22,19 @@ E8M0 = 8
 
 FP32 = 32
 """Width of one IEEE 754 binary32 bit pattern."""
+
+
+class MXFormat(enum.Enum, shape=3):
+    """Element format of MX codes, as a hardware field (payloads, commands).
+
+    The members are the OCP MX v1.0 element formats of :data:`sim_models.mx.FORMATS`, in that order;
+    ``MXFormat[name.upper()]`` maps a format name to its field value. Codes 5..7 are not formats.
+    """
+    E2M1 = 0
+    E2M3 = 1
+    E3M2 = 2
+    E4M3 = 3
+    E5M2 = 4
 
 MXBlock = data.StructLayout({
     "codes": data.ArrayLayout(E2M1, BLOCK_SIZE),

@@ -7,6 +7,9 @@ Environment (set by :mod:`poblano.commands.quantize` through ``run_cocotb(extra_
     instance, ``uint16`` (bfloat16) for a ``bf16`` one.
 ``POBLANO_QUANTIZE_MODE``
     ``floor`` or ``rceil`` (every block).
+``POBLANO_QUANTIZE_FORMAT``
+    Element format of every block (default ``e2m1``), one of the instance's formats (the run's
+    config ``formats``, default E2M1 alone).
 ``POBLANO_QUANTIZE_OUT``
     ``.npz`` file written at the end: ``codes`` (``uint8``, ``(N, 32)``), ``scales`` (``uint8``,
     ``(N,)``) and ``cycles`` (clock cycles from the first input transfer to the last output transfer).
@@ -20,8 +23,8 @@ import os
 import cocotb
 import numpy as np
 
-from rtl.mx.layouts import BLOCK_SIZE, MXBlock
-from rtl.mx.quantizer import QuantizeMode, quantizer_input_layout
+from rtl.mx.layouts import BLOCK_SIZE, MXFormat
+from rtl.mx.quantizer import QuantizeMode, quantizer_input_layout, quantizer_output_layout
 from verification import config
 from verification.bench import TransferSpan, start_clock_and_reset, wait_until
 from verification.stream import StreamDriver, StreamSink
@@ -33,15 +36,21 @@ async def quantize_file(dut):
     raw = np.load(os.environ["POBLANO_QUANTIZE_IN"])
     mode = QuantizeMode[os.environ.get("POBLANO_QUANTIZE_MODE", "floor").upper()].value
     out_path = os.environ["POBLANO_QUANTIZE_OUT"]
-    layout = quantizer_input_layout(config().get("input_format", "fp32"))
+    formats = tuple(config().get("formats", ("e2m1",)))
+    fmt = os.environ.get("POBLANO_QUANTIZE_FORMAT", "e2m1")
+    assert fmt in formats, f"format {fmt} is not built into this quantizer ({', '.join(formats)})"
+    layout = quantizer_input_layout(config().get("input_format", "fp32"), formats)
     assert raw.ndim == 2 and raw.shape[1] == BLOCK_SIZE, f"bad input shape {raw.shape}"
 
     await start_clock_and_reset(dut)
     driver = StreamDriver(dut, "i", dut.clk, layout=layout)
-    sink = StreamSink(dut, "o", dut.clk, layout=MXBlock)
+    sink = StreamSink(dut, "o", dut.clk, layout=quantizer_output_layout(formats))
     span = TransferSpan(dut, dut.clk, inputs=("i",), output="o")
     for block in raw:
-        driver.append({"values": [int(v) for v in block], "mode": mode})
+        payload = {"values": [int(v) for v in block], "mode": mode}
+        if len(formats) > 1:
+            payload["format"] = MXFormat[fmt.upper()].value
+        driver.append(payload)
     await wait_until(dut.clk, lambda: sink.transfers == len(raw), max_cycles=3 * len(raw) + 100,
                      what=f"all {len(raw)} blocks delivered")
     span.stop()

@@ -1,9 +1,12 @@
 """cocotb testbench of :class:`rtl.mx.quantizer.MXQuantizer`, scoreboarded against the golden model.
 
 Random blocks over the whole binary32 (or bfloat16) range and adversarial blocks (every amax exponent
-at and just below a power of two, subnormals, each rounding midpoint and its neighbours, NaN/Inf at
-every position, zero and negative-zero blocks, the largest finite values), each with a random
-FLOOR/RCEIL mode, through the quantizer with random idle cycles on ``i`` and random stalls on ``o``.
+at and just below a power of two, subnormals, each rounding midpoint of every supported element
+format and its neighbours, values at and above each format's largest normal, NaN/Inf at every
+position, zero and negative-zero blocks, the largest finite values), each with a random FLOOR/RCEIL
+mode and a random supported element format (so the format switches between consecutive blocks),
+through the quantizer with random idle cycles on ``i`` and random stalls on ``o``. The instance's
+formats come from the run's config (``formats``, default E2M1 alone).
 Every output block is compared bit for bit with :func:`sim_models.mx.quantize`; the stream monitors
 check the valid/ready rules. Functional coverage of the numeric corner classes is reported by the
 last test, which fails if a class was never hit.
@@ -17,15 +20,14 @@ import numpy as np
 from amaranth.lib import data
 from cocotb_coverage.coverage import CoverPoint, coverage_db, coverage_section
 
-from rtl.mx.layouts import MXBlock
-from rtl.mx.quantizer import LATENCY, QuantizeMode, quantizer_input_layout
+from rtl.mx.layouts import MXFormat
+from rtl.mx.quantizer import LATENCY, QuantizeMode, quantizer_input_layout, quantizer_output_layout
 from sim_models import mx
 from verification import config
 from verification.bench import TransferSpan, numpy_rng, start_clock_and_reset, wait_until
 from verification.scoreboard import InOrderScoreboard
 from verification.stream import StreamDriver, StreamMonitor, StreamSink
 
-OUT_LAYOUT = data.Layout.cast(MXBlock)
 MODES = ("floor", "rceil")
 MIDPOINT_QUARTERS = (1, 3, 5, 7, 10, 14, 20)
 BLOCK_KINDS = ["nan_inf", "all_zero", "subnormal_amax", "low_clamp", "ordinary", "top_scale",
@@ -34,6 +36,10 @@ BLOCK_KINDS = ["nan_inf", "all_zero", "subnormal_amax", "low_clamp", "ordinary",
 
 def _input_format():
     return config().get("input_format", "fp32")
+
+
+def _formats():
+    return tuple(config().get("formats", ("e2m1",)))
 
 
 # ---- Stimulus --------------------------------------------------------------------------------------
@@ -54,9 +60,13 @@ def random_blocks(rng, count):
     return bits.astype(np.uint32)
 
 
-def adversarial_blocks(rng):
-    """Corner blocks, in binary32 patterns (BF16 runs keep the upper halves)."""
-    blocks = []
+def adversarial_blocks(rng, formats=("e2m1",)):
+    """Corner blocks for the ``formats``, in binary32 patterns (BF16 runs keep the upper halves).
+
+    Returns the blocks and, per block, the format it must be sent with (``None``: any, chosen at
+    random): the midpoint rows of a format are built for that format's grid.
+    """
+    blocks, block_formats = [], []
 
     def with_amax(amax, low=None):
         low = amax & 0x7FFF_FFFF if low is None else low
@@ -70,22 +80,35 @@ def adversarial_blocks(rng):
         for amax in (power, power - 1 if power else 1, power | 0x40_0000, power | 0x40_0001,
                      power | 0x7F_FFFF):
             blocks.append(with_amax(amax))
-    for shared in (-127, -126, -100, -3, 0, 1, 50, 125):
-        pad = np.float32(4.0 * 2.0 ** shared)
-        for y in (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 7.5):
-            mid = np.float32(y * 2.0 ** shared)
-            row = np.array([np.nextafter(mid, np.float32(0)), mid, np.nextafter(mid, np.float32(np.inf))] * 10
-                           + [-mid, pad], dtype=np.float32)
-            blocks.append(row.view(np.uint32))
+            block_formats.append(None)
+    for fmt in formats:
+        f = mx.element_format(fmt)
+        mags = sorted({float(v) for v in f.values[:f.sign_bit] if np.isfinite(v)})
+        points = [(lo + hi) / 2 for lo, hi in zip(mags[:-1], mags[1:], strict=True)]
+        points += [f.max_normal, f.max_normal * 1.0625, f.max_normal * 1.125, 2.0 ** (f.lsb_exponent - 1)]
+        for shared in (-127, -126, -100, -3, 0, 1, 50, 125):
+            if shared + f.emax > 127:                  # the block's amax would overflow binary32
+                continue
+            pad = np.float32(2.0 ** f.emax * 2.0 ** shared)
+            for y in points[::max(1, len(points) // 12)] + points[-4:]:
+                if y * 2.0 ** shared >= 2.0 ** 128:        # not a binary32 value
+                    continue
+                mid = np.float32(y * 2.0 ** shared)
+                row = np.array([np.nextafter(mid, np.float32(0)), mid, np.nextafter(mid, np.float32(np.inf))]
+                               * 10 + [-mid, pad], dtype=np.float32)
+                blocks.append(row.view(np.uint32))
+                block_formats.append(fmt)
     for special in (0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0x7F80_0001):
         for position in (0, 13, 31):
             block = with_amax(0x7F7F_FFFF)
             block[position] = special
             blocks.append(block)
+            block_formats.append(None)
     blocks += [np.zeros(32, np.uint32), np.full(32, 0x8000_0000, np.uint32),
                np.full(32, 0x7F7F_FFFF, np.uint32), np.full(32, 0xFF7F_FFFF, np.uint32),
                np.arange(32, dtype=np.uint32), np.full(32, 0x0000_0001, np.uint32)]
-    return np.array(blocks, dtype=np.uint32)
+    block_formats += [None] * (len(blocks) - len(block_formats))
+    return np.array(blocks, dtype=np.uint32), block_formats
 
 
 def as_format(bits32, input_format):
@@ -95,27 +118,33 @@ def as_format(bits32, input_format):
     return bits32
 
 
-def expected(raw, modes, input_format):
-    """Golden result per block: list of {"codes": [...], "scale": int}."""
+def expected(raw, modes, formats, input_format, with_format):
+    """Golden result per block: list of {"codes": [...], "scale": int} (and "format" if the output
+    carries one)."""
     x = raw.view(ml_dtypes.bfloat16) if input_format == "bf16" else raw.view(np.float32)
     results = {}
     for mode in MODES:
-        results[mode] = mx.quantize(x, mode)
+        for fmt in set(formats):
+            results[mode, fmt] = mx.quantize(x, mode, fmt)
     out = []
-    for index, mode in enumerate(modes):
-        codes, scales = results[mode]
-        out.append({"codes": [int(c) for c in codes[index]], "scale": int(scales[index, 0])})
+    for index, (mode, fmt) in enumerate(zip(modes, formats, strict=True)):
+        codes, scales = results[mode, fmt]
+        want = {"codes": [int(c) for c in codes[index]], "scale": int(scales[index, 0])}
+        if with_format:
+            want["format"] = MXFormat[fmt.upper()].value
+        out.append(want)
     return out
 
 
 # ---- Functional coverage ---------------------------------------------------------------------------
 
-def _classify(raw, mode, want, input_format):
+def _classify(raw, mode, fmt, want, input_format):
     """Corner classes of one block and the rounding ties among its elements."""
     bits = (raw.astype(np.uint32) << 16) if input_format == "bf16" else raw.astype(np.uint32)
     mags = bits & 0x7FFF_FFFF
     amax = int(mags.max())
     scale = want["scale"]
+    f = mx.element_format(fmt)
     kinds = []
     if amax >= 0x7F80_0000:
         return ["nan_inf"], []
@@ -129,51 +158,62 @@ def _classify(raw, mode, want, input_format):
         kinds.append("ordinary")
     if scale >= 252:
         kinds.append("top_scale")
-    if mode == "rceil" and amax >= 0x0080_0000 and (amax & 0x7F_FFFF) > 0x40_0000 and scale > 0:
+    threshold = round((f.max_normal / 2.0 ** f.emax - 1) * (1 << 23))
+    if mode == "rceil" and amax >= 0x0080_0000 and (amax & 0x7F_FFFF) > threshold and scale > 0:
         kinds.append("rceil_step")
-    y4 = np.abs(bits.view(np.float32).astype(np.float64)) * 2.0 ** (2 - (scale - 127))
-    if mode == "floor" and (y4 > 24).any():
+    y = np.abs(bits.view(np.float32).astype(np.float64)) * 2.0 ** (127 - scale)
+    y4 = y * 4
+    if mode == "floor" and (y > f.max_normal).any():
         kinds.append("floor_saturates")
-    ties = [t for t in MIDPOINT_QUARTERS if (y4 == t).any()]
+    ties = [t for t in MIDPOINT_QUARTERS if (y4 == t).any()] if fmt == "e2m1" else []
     return kinds, ties
 
 
 _cover_block = coverage_section(
-    CoverPoint("quantizer.block_kind", xf=lambda kinds, ties, codes, mode: kinds,
+    CoverPoint("quantizer.block_kind", xf=lambda kinds, ties, codes, mode, fmt: kinds,
                bins=BLOCK_KINDS, inj=False, rel=lambda kinds, b: b in kinds),
-    CoverPoint("quantizer.tie_quarters", xf=lambda kinds, ties, codes, mode: ties,
+    CoverPoint("quantizer.tie_quarters", xf=lambda kinds, ties, codes, mode, fmt: ties,
                bins=list(MIDPOINT_QUARTERS), inj=False, rel=lambda ties, b: b in ties),
-    CoverPoint("quantizer.code", xf=lambda kinds, ties, codes, mode: codes,
+    CoverPoint("quantizer.code", xf=lambda kinds, ties, codes, mode, fmt: codes if fmt == "e2m1" else (),
                bins=list(range(16)), inj=False, rel=lambda codes, b: b in codes),
-    CoverPoint("quantizer.mode", xf=lambda kinds, ties, codes, mode: mode, bins=list(MODES)),
+    CoverPoint("quantizer.mode", xf=lambda kinds, ties, codes, mode, fmt: mode, bins=list(MODES)),
+    CoverPoint("quantizer.format", xf=lambda kinds, ties, codes, mode, fmt: fmt, bins=list(mx.FORMATS)),
 )
 
 
 @_cover_block
-def _sample(kinds, ties, codes, mode):
+def _sample(kinds, ties, codes, mode, fmt):
     pass
 
 
 # ---- Test body -------------------------------------------------------------------------------------
 
-async def _run(dut, bits32, *, idle_prob, stall_prob, rng):
-    input_format = _input_format()
-    in_layout = quantizer_input_layout(input_format)
+async def _run(dut, bits32, *, idle_prob, stall_prob, rng, fixed_formats=None):
+    input_format, formats = _input_format(), _formats()
+    in_layout = quantizer_input_layout(input_format, formats)
+    out_layout = data.Layout.cast(quantizer_output_layout(formats))
+    with_format = len(formats) > 1
     raw = as_format(bits32, input_format)
     modes = [MODES[int(v)] for v in rng.integers(0, 2, len(raw))]
+    chosen = [formats[int(v)] for v in rng.integers(0, len(formats), len(raw))]
+    fixed_formats = fixed_formats or [None] * len(raw)
+    block_formats = [fixed or pick for fixed, pick in zip(fixed_formats, chosen, strict=True)]
     await start_clock_and_reset(dut)
     scoreboard = InOrderScoreboard("quantizer.o", formatter=lambda b: f"scale {b['scale']:#04x} "
                                                                        f"codes {b['codes']}")
     driver = StreamDriver(dut, "i", dut.clk, layout=in_layout, idle_prob=idle_prob)
-    sink = StreamSink(dut, "o", dut.clk, layout=OUT_LAYOUT, stall_prob=stall_prob,
+    sink = StreamSink(dut, "o", dut.clk, layout=out_layout, stall_prob=stall_prob,
                       callback=scoreboard.got)
     inputs = StreamMonitor(dut, "i", dut.clk)
-    for index, want in enumerate(expected(raw, modes, input_format)):
+    for index, want in enumerate(expected(raw, modes, block_formats, input_format, with_format)):
         scoreboard.expect(want)
-        kinds, ties = _classify(raw[index], modes[index], want, input_format)
-        _sample(kinds, ties, set(want["codes"]), modes[index])
-        driver.append({"values": [int(v) for v in raw[index]],
-                       "mode": QuantizeMode[modes[index].upper()].value})
+        fmt = block_formats[index]
+        kinds, ties = _classify(raw[index], modes[index], fmt, want, input_format)
+        _sample(kinds, ties, set(want["codes"]), modes[index], fmt)
+        payload = {"values": [int(v) for v in raw[index]], "mode": QuantizeMode[modes[index].upper()].value}
+        if with_format:
+            payload["format"] = MXFormat[fmt.upper()].value
+        driver.append(payload)
     budget = int(len(raw) / (1 - idle_prob) / (1 - stall_prob) * 3) + 100
     await wait_until(dut.clk, lambda: scoreboard.pending == 0, max_cycles=budget,
                      what="every block delivered")
@@ -201,7 +241,8 @@ async def full_rate(dut):
 async def adversarial_with_stalls(dut):
     """Corner blocks with random idle input and random output backpressure."""
     rng = numpy_rng(1)
-    await _run(dut, adversarial_blocks(rng), idle_prob=0.2, stall_prob=0.4, rng=rng)
+    blocks, fixed_formats = adversarial_blocks(rng, _formats())
+    await _run(dut, blocks, idle_prob=0.2, stall_prob=0.4, rng=rng, fixed_formats=fixed_formats)
 
 
 @cocotb.test()
@@ -223,9 +264,14 @@ async def heavy_backpressure(dut):
 async def coverage_closed(dut):
     """Runs last: every numeric corner class was hit by the tests above."""
     missed = []
-    for name in ("quantizer.block_kind", "quantizer.tie_quarters", "quantizer.code", "quantizer.mode"):
+    names = ["quantizer.block_kind", "quantizer.mode"]
+    if "e2m1" in _formats():
+        names += ["quantizer.tie_quarters", "quantizer.code"]
+    for name in names:
         point = coverage_db[name]
         dut._log.info("coverage %-24s %3d/%-3d %s", name, point.coverage, point.size,
                       dict(point.detailed_coverage))
         missed += [f"{name}={b}" for b, hits in point.detailed_coverage.items() if hits == 0]
+    formats = coverage_db["quantizer.format"].detailed_coverage
+    missed += [f"quantizer.format={f}" for f in _formats() if formats[f] == 0]
     assert not missed, f"coverage holes: {', '.join(missed)}"
