@@ -46,6 +46,23 @@ from .proof import Proof, free, reset_at_start
 _MIDPOINT_QUARTERS = (1, 3, 5, 7, 10, 14, 20)
 
 
+def _scale_code(m, amax_sig, shared):
+    """The E8M0 code of ``scale_code``'s last step: 0xFF for NaN/Inf, 0 for zero, else the shared
+    exponent clamped to ``[-127, 127]`` and biased by 127."""
+    code = Signal(8, name="ref_scale")
+    with m.If(amax_sig >= 0x7F80_0000):
+        m.d.comb += code.eq(0xFF)
+    with m.Elif(amax_sig == 0):
+        m.d.comb += code.eq(0)
+    with m.Elif(shared < -127):
+        m.d.comb += code.eq(0)
+    with m.Elif(shared > 127):
+        m.d.comb += code.eq(254)
+    with m.Else():
+        m.d.comb += code.eq(shared + 127)
+    return code
+
+
 def reference_scale(m, amax, rceil):
     """E8M0 code for a block whose largest magnitude is the 31-bit ``amax``, from ``scale_code``."""
     amax_sig = Signal(31, name="ref_amax")
@@ -65,18 +82,7 @@ def reference_scale(m, amax, rceil):
     above_1_5 = lead_sig > 0xC0_0000
     shared = Signal(range(-160, 160), name="ref_shared")
     m.d.comb += shared.eq(log2 - 2 + (rceil & above_1_5))
-    code = Signal(8, name="ref_scale")
-    with m.If(amax_sig >= 0x7F80_0000):
-        m.d.comb += code.eq(0xFF)
-    with m.Elif(amax_sig == 0):
-        m.d.comb += code.eq(0)
-    with m.Elif(shared < -127):
-        m.d.comb += code.eq(0)
-    with m.Elif(shared > 127):
-        m.d.comb += code.eq(254)
-    with m.Else():
-        m.d.comb += code.eq(shared + 127)
-    return code
+    return _scale_code(m, amax_sig, shared)
 
 
 def reference_code(m, value, scale):
@@ -143,18 +149,7 @@ def reference_scale_format(m, amax, rceil, fmt):
     above = Signal(name="ref_above")
     m.d.comb += above.eq((significand << top_frac) > (Const(top, 8) << width)[1:])
     m.d.comb += shared.eq(lsb + width - 1 - f.emax + (rceil & above))
-    code = Signal(8, name="ref_scale")
-    with m.If(amax_sig >= 0x7F80_0000):
-        m.d.comb += code.eq(0xFF)
-    with m.Elif(amax_sig == 0):
-        m.d.comb += code.eq(0)
-    with m.Elif(shared < -127):
-        m.d.comb += code.eq(0)
-    with m.Elif(shared > 127):
-        m.d.comb += code.eq(254)
-    with m.Else():
-        m.d.comb += code.eq(shared + 127)
-    return code
+    return _scale_code(m, amax_sig, shared)
 
 
 def reference_code_format(m, value, scale, fmt):
