@@ -68,6 +68,10 @@ STATUS = {
     7: "pc_range",       # a branch target or the next instruction beyond the program
     8: "step_limit",     # the watchdog: more instructions executed than allowed
     9: "vpu_refused",    # the vector unit refused the command (e.g. topk k > length)
+    10: "bus_error",     # the weight memory answered a read with an error response (AXI SLVERR or
+                         # DECERR): a fault of the memory system, never of the program, so the ISS,
+                         # whose weight memory is an image, never stops with it
+    11: "aborted",       # the host's abort stopped the run between two instructions
 }
 """Status codes the sequencer reports when it stops (the host reads them; 0 means HALT)."""
 

@@ -26,6 +26,7 @@ from sim_models import mx, tile_weights, vpu
 from sim_models.kv_cache import KvCacheModel
 from sim_models.tile_isa import (
     FORMATS,
+    INSTRUCTION_BYTES,
     INSTRUCTIONS,
     NUM_REGS,
     STATUS,
@@ -34,7 +35,7 @@ from sim_models.tile_isa import (
     VOPS,
     IsaError,
     TileConfig,
-    decode_program,
+    decode,
 )
 
 __all__ = ["TileFault", "TileIss"]
@@ -57,6 +58,24 @@ class _Fault(Exception):
     def __init__(self, status, message):
         super().__init__(message)
         self.status = status
+
+
+class _LazyProgram:
+    """A program image whose instructions are decoded when executed: a bad word faults where it is
+    reached (as in the hardware), not when the image is loaded."""
+
+    def __init__(self, image: bytes):
+        if len(image) % INSTRUCTION_BYTES:
+            raise TileFault("bad_opcode", 0, "?", f"a program image is a multiple of {INSTRUCTION_BYTES} "
+                                                  f"bytes, got {len(image)}")
+        self._image = image
+
+    def __len__(self):
+        return len(self._image) // INSTRUCTION_BYTES
+
+    def __getitem__(self, pc):
+        return decode(int.from_bytes(self._image[pc * INSTRUCTION_BYTES:(pc + 1) * INSTRUCTION_BYTES],
+                                     "little"))
 
 
 def _f32(bits):
@@ -129,10 +148,7 @@ class TileIss:
         raises :class:`TileFault` when the machine stops on an error.
         """
         if isinstance(program, bytes | bytearray):
-            try:
-                program = decode_program(bytes(program))
-            except IsaError as exc:
-                raise TileFault("bad_opcode", 0, "?", str(exc)) from None
+            program = _LazyProgram(bytes(program))
         for r, value in (regs or {}).items():
             self._set(r, value)
         pc = steps = 0
@@ -141,8 +157,11 @@ class TileIss:
                 raise TileFault("pc_range", pc, "-", f"ran past the end of the program "
                                                      f"({len(program)} instructions) without HALT")
             if steps >= max_steps:
-                raise TileFault("step_limit", pc, program[pc].name, f"more than {max_steps} steps")
-            instr = program[pc]
+                raise TileFault("step_limit", pc, "-", f"more than {max_steps} steps")
+            try:
+                instr = program[pc]
+            except IsaError as exc:          # decoded when reached, as the sequencer does
+                raise TileFault("bad_opcode", pc, "?", str(exc)) from None
             steps += 1
             self._counts["op." + instr.name] += 1
             if instr.name == "HALT":

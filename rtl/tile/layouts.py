@@ -1,0 +1,81 @@
+"""Layouts of the compute tile: its instructions, decoded from the one table of ``sim_models.tile_isa``.
+
+Every instruction is a :class:`amaranth.lib.data.StructLayout` of :data:`~sim_models.tile_isa.WIDTH`
+bits built from :data:`sim_models.tile_isa.INSTRUCTIONS`: ``opcode`` in bits 7..0, the fields in
+order from bit 8 (``s`` fields signed), and ``stray``, the unused high bits that a valid instruction
+keeps at zero. :data:`INSTRUCTION` is the union of all of them, so a 256-bit instruction register
+``ir = Signal(INSTRUCTION)`` reads as ``ir.GEMM.m``, ``ir.VOP.a_r`` and so on: nothing restates an
+encoding by hand.
+"""
+
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from sim_models.tile_isa import INSTRUCTIONS, OPCODE_BITS, STATUS, WIDTH
+
+__all__ = ["INSTRUCTION", "instruction_layout", "Opcode", "Status", "WEIGHT_ADDR_BITS",
+           "host_region_signature", "scratchpad_port_signature", "weight_request_layout",
+           "weight_data_layout"]
+
+WEIGHT_ADDR_BITS = 40
+"""Byte-address width of the weight memory (the ``wmem`` fields)."""
+
+Opcode = enum.Enum("Opcode", {name: code for name, (code, _) in INSTRUCTIONS.items()})
+Opcode.__doc__ = "Instruction opcodes (``sim_models.tile_isa.INSTRUCTIONS``)."
+
+Status = enum.Enum("Status", {name.upper(): code for code, name in STATUS.items()})
+Status.__doc__ = "Stop status of the sequencer (``sim_models.tile_isa.STATUS``)."
+
+
+def instruction_layout(name: str) -> data.StructLayout:
+    """The 256-bit layout of instruction ``name``: ``opcode``, its fields, then ``stray``."""
+    members = {"opcode": unsigned(OPCODE_BITS)}
+    used = OPCODE_BITS
+    for field in INSTRUCTIONS[name][1]:
+        members[field.name] = signed(field.bits) if field.kind == "s" else unsigned(field.bits)
+        used += field.bits
+    members["stray"] = unsigned(WIDTH - used)
+    return data.StructLayout(members)
+
+
+INSTRUCTION = data.UnionLayout({name: instruction_layout(name) for name in INSTRUCTIONS})
+"""Every instruction's view of one 256-bit word."""
+
+
+def host_region_signature(words: int) -> wiring.Signature:
+    """Host access to a window of ``words`` 32-bit words, from the host's side (the requester).
+
+    ``req`` carries ``addr`` (word index), ``write`` and ``data``; every request gets exactly one
+    ``resp`` (its ``data`` is the word read, or anything for a write), in order. The server may
+    take any number of cycles.
+    """
+    return wiring.Signature({
+        "req": Out(stream.Signature(data.StructLayout({
+            "addr": unsigned(max(1, (words - 1).bit_length())), "write": 1, "data": 32}))),
+        "resp": In(stream.Signature(data.StructLayout({"data": 32}))),
+    })
+
+
+def scratchpad_port_signature(words: int) -> wiring.Signature:
+    """One read and one write port of the scratchpad (``words`` 32-bit words), from the user's side.
+
+    ``rd_data`` is the word at ``rd_addr`` one cycle after ``rd_en`` and holds while ``rd_en`` is low;
+    ``wr_en`` writes ``wr_data`` at ``wr_addr``. Reading an address in the cycle it is written gives
+    an undefined word: users never do.
+    """
+    addr = unsigned(max(1, (words - 1).bit_length()))
+    return wiring.Signature({
+        "rd_addr": Out(addr), "rd_en": Out(1), "rd_data": In(32),
+        "wr_addr": Out(addr), "wr_en": Out(1), "wr_data": Out(32),
+    })
+
+
+def weight_request_layout(addr_bits: int = WEIGHT_ADDR_BITS, length_bits: int = 32) -> data.StructLayout:
+    """A weight-port request: ``length`` bytes from byte address ``addr`` (both multiples of 4)."""
+    return data.StructLayout({"addr": unsigned(addr_bits), "length": unsigned(length_bits)})
+
+
+def weight_data_layout(data_bytes: int) -> data.StructLayout:
+    """A weight-port data beat: ``data_bytes`` bytes little-endian, ``last`` on a range's last beat."""
+    return data.StructLayout({"data": unsigned(8 * data_bytes), "last": 1})

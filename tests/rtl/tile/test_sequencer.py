@@ -1,0 +1,334 @@
+"""Sequencer (with its scratchpad) against the instruction-level model: every implemented instruction,
+every fault, host access, and random programs, compared state for state with ``TileIss``."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.hdl import Elaboratable, Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from rtl.tile.scratchpad import Scratchpad
+from rtl.tile.sequencer import Sequencer
+from sim_models.tile_isa import STATUS, Instruction, TileConfig, encode, encode_program
+from sim_models.tile_iss import TileFault, TileIss
+
+TILE = TileConfig(spad_words=256, kv_pages=8, kv_seqs=4, kv_max_pages_per_seq=4)
+PROG_WORDS = 64
+STATUS_CODE = {name: code for code, name in STATUS.items()}
+
+
+def I(name, **fields):  # noqa: E743 - reads like assembly
+    return Instruction(name, fields)
+
+
+class _Harness(Elaboratable):
+    """The sequencer joined to its scratchpad, as in the tile; the host served while idle."""
+
+    def __init__(self, data_bytes):
+        self.seq = Sequencer(TILE, prog_words=PROG_WORDS, data_bytes=data_bytes)
+        self.spad = Scratchpad(TILE.spad_words)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.seq, m.submodules.spad = self.seq, self.spad
+        wiring.connect(m, self.seq.spad, self.spad.core)
+        m.d.comb += self.spad.host_enable.eq(~self.seq.busy)
+        return m
+
+
+async def _wait(ctx, signal):
+    """Tick until the clock edge at which ``signal`` is high (a handshake completes at that edge).
+
+    Written as a plain loop, not ``tick().until()``: a background testbench may be left suspended
+    here when the simulation ends, and a suspended ``until`` generator cannot be closed cleanly.
+    """
+    while True:
+        high = ctx.get(signal)
+        await ctx.tick()
+        if high:
+            return
+
+
+async def _access(ctx, region, addr, data=None):
+    """One host access through a region window; returns the word read (or None for a write)."""
+    ctx.set(region.req.valid, 1)
+    ctx.set(region.req.payload.addr, addr)
+    ctx.set(region.req.payload.write, data is not None)
+    ctx.set(region.req.payload.data, data or 0)
+    await _wait(ctx, region.req.ready)
+    ctx.set(region.req.valid, 0)
+    ctx.set(region.resp.ready, 1)
+    while not ctx.get(region.resp.valid):
+        await ctx.tick()
+    word = ctx.get(region.resp.payload.data)
+    await ctx.tick()
+    ctx.set(region.resp.ready, 0)
+    return None if data is not None else word
+
+
+class _Run:
+    """Loads a program, registers and scratchpad words, runs the sequencer, reads everything back."""
+
+    def __init__(self, image: bytes, *, data_bytes=8, seed=0, gaps=0.3, bus_error_after=None):
+        self.image = image
+        self.data_bytes = data_bytes
+        self.rng = random.Random(seed)
+        self.gaps = gaps
+        self.bus_error_after = bus_error_after
+        self.requests = []
+
+    async def _weight_memory(self, ctx, seq):
+        """The weight port at its stream interface: byte ranges of ``image``, random gaps."""
+        beats_served = 0
+        while True:
+            ctx.set(seq.wreq.ready, 1)
+            while not ctx.get(seq.wreq.valid):
+                await ctx.tick()
+            req = ctx.get(seq.wreq.payload)
+            await ctx.tick()
+            ctx.set(seq.wreq.ready, 0)
+            addr, length = req.addr, req.length
+            self.requests.append((addr, length))
+            data = self.image[addr:addr + length].ljust(length, b"\0")
+            for at in range(0, length, self.data_bytes):
+                while self.rng.random() < self.gaps:
+                    ctx.set(seq.wdata.valid, 0)
+                    await ctx.tick()
+                chunk = data[at:at + self.data_bytes].ljust(self.data_bytes, b"\0")
+                ctx.set(seq.wdata.valid, 1)
+                ctx.set(seq.wdata.payload.data, int.from_bytes(chunk, "little"))
+                ctx.set(seq.wdata.payload.last, at + self.data_bytes >= length)
+                await _wait(ctx, seq.wdata.ready)
+                beats_served += 1
+                if self.bus_error_after is not None and beats_served > self.bus_error_after:
+                    ctx.set(seq.werror, 1)
+            ctx.set(seq.wdata.valid, 0)
+
+    def run(self, program, *, regs=None, spad=None, step_limit=0xFFFF_FFFF, prog_len=None,
+            abort_after=None, max_cycles=20_000):
+        dut = _Harness(self.data_bytes)
+        seq = dut.seq
+        image = program if isinstance(program, bytes) else encode_program(program)
+        prog_len = len(image) // 32 if prog_len is None else prog_len
+        out = {}
+
+        async def host(ctx):
+            ctx.set(seq.prog_len, prog_len)
+            ctx.set(seq.step_limit, step_limit)
+            ctx.set(seq.weight_base, 0)
+            ctx.set(seq.weight_size, len(self.image))
+            for i in range(0, len(image), 4):
+                await _access(ctx, seq.program, i // 4, int.from_bytes(image[i:i + 4], "little"))
+            for r, value in (regs or {}).items():
+                await _access(ctx, seq.gpr, r, value)
+            for addr, value in (spad or {}).items():
+                await _access(ctx, dut.spad.host, addr, value)
+            ctx.set(seq.start, 1)
+            await ctx.tick()
+            ctx.set(seq.start, 0)
+            stopped = 0
+            for cycle in range(max_cycles):
+                if abort_after is not None and cycle == abort_after:
+                    ctx.set(seq.abort, 1)
+                stopped += ctx.get(seq.stopped)
+                if not ctx.get(seq.busy):
+                    break
+                await ctx.tick()
+            else:
+                raise AssertionError(f"no stop within {max_cycles} cycles")
+            assert stopped == 1, "one stop pulse per run"
+            out["status"] = ctx.get(seq.code)
+            out["pc"] = ctx.get(seq.pc)
+            out["steps"] = ctx.get(seq.steps)
+            out["cycles"] = ctx.get(seq.cycles)
+            assert ctx.get(seq.done)
+            out["regs"] = [await _access(ctx, seq.gpr, r) for r in range(16)]
+            out["spad"] = [await _access(ctx, dut.spad.host, a) for a in range(TILE.spad_words)]
+            out["program"] = [await _access(ctx, seq.program, w) for w in range(len(image) // 4)]
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(host)
+        async def weight_memory(ctx):
+            await self._weight_memory(ctx, seq)
+
+        sim.add_testbench(weight_memory, background=True)
+        sim.run()
+        assert out["program"] == [int.from_bytes(image[i:i + 4], "little") for i in range(0, len(image), 4)]
+        return out
+
+
+def _iss_run(program, image, *, regs=None, spad=None, max_steps=10_000_000):
+    iss = TileIss(TILE, image, head_dim=32)
+    for addr, value in (spad or {}).items():
+        iss.spad[addr] = value
+    try:
+        steps = iss.run(program, regs=regs, max_steps=max_steps)
+        status, pc = 0, None
+    except TileFault as fault:
+        steps, status, pc = None, fault.status, fault.pc
+    return iss, status, pc, steps
+
+
+def _check(program, image=b"\0" * 64, *, regs=None, spad=None, step_limit=None, seed=0, data_bytes=8):
+    """Run on the RTL and on the ISS; the stop status, fault pc, registers and scratchpad must agree."""
+    rtl = _Run(image, data_bytes=data_bytes, seed=seed).run(
+        program, regs=regs, spad=spad, step_limit=0xFFFF_FFFF if step_limit is None else step_limit)
+    iss, status, pc, steps = _iss_run(program, image, regs=regs, spad=spad,
+                                      max_steps=10_000_000 if step_limit is None else step_limit)
+    assert rtl["status"] == status, f"status {STATUS[rtl['status']]} (RTL) vs {STATUS[status]} (ISS)"
+    if pc is not None:
+        assert rtl["pc"] == pc
+    else:
+        assert rtl["steps"] == steps
+    assert rtl["regs"] == [0] + iss.regs[1:]
+    assert rtl["spad"] == [int(w) for w in iss.spad]
+    return rtl
+
+
+# -- scalar and control -------------------------------------------------------------------------------
+
+def test_registers_branches_and_words():
+    program = [I("LI", rd=1, imm=0xFFFF_FFFF), I("ADDI", rd=2, rs=1, imm=2), I("LI", rd=0, imm=5),
+               I("LI", rd=3, imm=0), I("LI", rd=4, imm=3),
+               I("STW", rs=3, addr=100, addr_r=3), I("ADDI", rd=3, rs=3, imm=1),     # loop: 5
+               I("BLT", rs=3, rt=4, target=5),
+               I("LDW", rd=5, addr=101), I("ADD", rd=6, rs=5, rt=2), I("BNE", rs=6, rt=0, target=12),
+               I("LI", rd=7, imm=99), I("ADDI", rd=8, rs=6, imm=-3), I("HALT")]
+    rtl = _check(program)
+    assert rtl["status"] == 0 and rtl["regs"][8] == 0xFFFF_FFFF and rtl["steps"] == 5 + 9 + 3 + 2
+    assert rtl["spad"][100:104] == [0, 1, 2, 0]
+
+
+def test_registers_set_by_the_host_survive_and_r0_stays_zero():
+    rtl = _check([I("ADD", rd=3, rs=1, rt=2), I("HALT")], regs={0: 7, 1: 40, 2: 2})
+    assert rtl["regs"][:4] == [0, 40, 2, 42]
+
+
+@pytest.mark.parametrize(("program", "status", "pc"), [
+    ([I("LI", rd=1, imm=1)], "pc_range", 1),
+    ([I("LI", rd=1, imm=1), I("BNE", rs=0, rt=1, target=7)], "pc_range", 1),
+    ([I("LI", rd=1, imm=1), I("BLT", rs=0, rt=1, target=2)], "pc_range", 1),
+    ([I("LI", rd=1, imm=200), I("LDW", rd=2, addr=56, addr_r=1)], "spad_range", 1),
+    ([I("LI", rd=1, imm=0xFFFF_FFFF), I("STW", rs=1, addr=1, addr_r=1)], "spad_range", 1),
+    ([I("LI", rd=1, imm=5), I("STW", rs=1, addr=255), I("LDW", rd=2, addr=255), I("HALT")], "ok", None),
+])
+def test_control_and_scratchpad_faults(program, status, pc):
+    rtl = _check(program)
+    assert rtl["status"] == STATUS_CODE[status] and (pc is None or rtl["pc"] == pc)
+
+
+def test_step_limit():
+    program = [I("LI", rd=1, imm=1), I("BLT", rs=0, rt=1, target=0), I("HALT")]
+    rtl = _check(program, step_limit=50)
+    assert rtl["status"] == STATUS_CODE["step_limit"] and rtl["steps"] == 50
+
+
+def test_bad_words_fault_where_they_are_reached():
+    good = encode_program([I("LI", rd=1, imm=3), I("BNE", rs=1, rt=0, target=3)])
+    bad_opcode = (0x63).to_bytes(32, "little")
+    stray = (encode(I("LI", rd=1, imm=3)) | 1 << 200).to_bytes(32, "little")
+    for word in (bad_opcode, stray):
+        rtl = _check(good + word + encode_program([I("HALT")]))      # jumped over: no fault
+        assert rtl["status"] == 0
+        rtl = _check(good + word + word)
+        assert rtl["status"] == STATUS_CODE["bad_opcode"] and rtl["pc"] == 3
+
+
+def test_abort_stops_between_instructions():
+    program = [I("LI", rd=1, imm=1), I("ADD", rd=2, rs=2, rt=1), I("BLT", rs=0, rt=1, target=1)]
+    rtl = _Run(b"").run(program, abort_after=40)
+    assert rtl["status"] == STATUS_CODE["aborted"] and rtl["regs"][2] > 5
+
+
+# -- weight memory ------------------------------------------------------------------------------------
+
+TABLE = np.arange(40, dtype=np.float32).reshape(5, 8) + 0.5
+WEIGHTS = b"\0" * 64 + TABLE.tobytes()
+
+
+@pytest.mark.parametrize("data_bytes", [4, 8, 16])
+def test_load_and_embed(data_bytes):
+    program = [I("LI", rd=3, imm=2),
+               I("LOAD", dst=10, words=8, w=64, w_r=3, w_stride=32),
+               I("LOAD", dst=30, words=3, w=68),                            # unaligned to a beat
+               I("EMBED", dst=40, ids=0, count=3, w=64, row=8, vocab=5), I("HALT")]
+    rtl = _check(program, WEIGHTS, spad={0: 4, 1: 0, 2: 2}, data_bytes=data_bytes, seed=data_bytes)
+    spad = np.array(rtl["spad"], dtype=np.uint32)
+    assert np.array_equal(spad[10:18].view(np.float32), TABLE[2])
+    assert np.array_equal(spad[40:64].view(np.float32).reshape(3, 8), TABLE[[4, 0, 2]])
+
+
+@pytest.mark.parametrize(("program", "status"), [
+    ([I("EMBED", dst=20, ids=0, count=2, w=64, row=8, vocab=5)], "token_range"),       # id 5 at word 1
+    ([I("LOAD", dst=10, words=8, w=64 + 4 * 40 - 16)], "weight_range"),                 # past the end
+    ([I("LOAD", dst=10, words=2, w=66)], "weight_range"),                               # misaligned
+    ([I("LOAD", dst=10, words=0, w=64)], "bad_field"),
+    ([I("LOAD", dst=250, words=8, w=64)], "spad_range"),
+    ([I("EMBED", dst=20, ids=0, count=0, w=64, row=8, vocab=5)], "bad_field"),
+    ([I("EMBED", dst=20, ids=0, count=2, w=64, row=0, vocab=5)], "bad_field"),
+    ([I("EMBED", dst=20, ids=255, count=2, w=64, row=8, vocab=5)], "spad_range"),
+    ([I("EMBED", dst=240, ids=0, count=3, w=64, row=8, vocab=9)], "spad_range"),
+    ([I("EMBED", dst=20, ids=0, count=2, w=64, row=8, vocab=9)], "weight_range"),      # row 5 after row 0
+])
+def test_weight_faults(program, status):
+    rtl = _check(program + [I("HALT")], WEIGHTS, spad={0: 0, 1: 5})
+    assert rtl["status"] == STATUS_CODE[status] and rtl["pc"] == 0
+
+
+def test_bus_error_response_stops_the_run():
+    run = _Run(WEIGHTS, bus_error_after=1)
+    rtl = run.run([I("LOAD", dst=10, words=8, w=64), I("HALT")])
+    assert rtl["status"] == STATUS_CODE["bus_error"] and rtl["pc"] == 0
+    assert run.requests == [(64, 32)]
+
+
+# -- random programs ----------------------------------------------------------------------------------
+
+def _random_program(rng, length):
+    program = []
+    for _ in range(length):
+        kind = rng.choice(["LI", "ADD", "ADDI", "LDW", "STW", "BLT", "BNE", "LOAD", "EMBED"])
+        r = lambda: rng.randrange(16)              # noqa: E731
+        small = lambda: rng.choice([0, 0, 1, 2, 3, 8])  # noqa: E731
+        if kind == "LI":
+            fields = dict(rd=r(), imm=rng.choice([0, 1, 2, 3, 7, 250, 0xFFFF_FFFF, rng.getrandbits(32)]))
+        elif kind in ("ADD",):
+            fields = dict(rd=r(), rs=r(), rt=r())
+        elif kind == "ADDI":
+            fields = dict(rd=r(), rs=r(), imm=rng.randint(-4, 4))
+        elif kind in ("LDW", "STW"):
+            fields = dict(addr=rng.randrange(260), addr_r=rng.choice([0, 0, r()]),
+                          **({"rd": r()} if kind == "LDW" else {"rs": r()}))
+        elif kind in ("BLT", "BNE"):
+            fields = dict(rs=r(), rt=r(), target=rng.randrange(length + 2))
+        elif kind == "LOAD":
+            fields = dict(dst=rng.randrange(250), dst_r=rng.choice([0, 0, r()]), words=rng.randrange(10),
+                          w=rng.choice([0, 4, 64, 68, 200, 222]), w_r=rng.choice([0, r()]),
+                          w_stride=small() * 4)
+        else:
+            fields = dict(dst=rng.randrange(240), dst_r=rng.choice([0, r()]), ids=rng.randrange(250),
+                          ids_r=rng.choice([0, r()]), count=rng.randrange(4), w=64, w_r=rng.choice([0, r()]),
+                          w_stride=small() * 4, row=rng.randrange(5), vocab=rng.randrange(8))
+        program.append(I(kind, **fields))
+    program.append(I("HALT"))
+    return program
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_programs_match_the_iss(seed):
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    spad = {a: rng.choice([0, 1, 2, 4, 7, rng.getrandbits(32)]) for a in rng.sample(range(256), 40)}
+    program = _random_program(rng, rng.randrange(4, 16))
+    _check(program, WEIGHTS, spad=spad, regs={r: rng.choice([0, 1, 2, 3]) for r in range(1, 16)},
+           step_limit=200, seed=seed, data_bytes=rng.choice([4, 8]))
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="prog_words"):
+        Sequencer(TILE, prog_words=0)
+    with pytest.raises(ValueError, match="data_bytes"):
+        Sequencer(TILE, data_bytes=6)
