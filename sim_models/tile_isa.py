@@ -219,7 +219,9 @@ class TileConfig:
     (``rtl.vpu.vector_unit.VectorUnit`` default, and the golden model's ``lanes``); ``spad_words``:
     the activation scratchpad; ``kv_*``: the KV-cache controller slice (``sim_models.kv_cache.
     KvConfig`` defaults; its ``token_bits`` follow the model's head dimension);
-    ``weight_bytes``: the weight memory behind the AXI4 read port.
+    ``weight_bytes``: the weight memory behind the AXI4 read port; ``vpu_max_k`` and
+    ``vpu_rope_length``: the vector unit's largest ``topk`` k and longest ``rope`` row (its
+    ``max_k`` and ``rope_length``), beyond which a ``VOP`` stops with ``vpu_refused``.
     """
     spad_words: int = 65536
     rows: int = 4
@@ -231,10 +233,13 @@ class TileConfig:
     kv_seqs: int = 16
     kv_max_pages_per_seq: int = 16
     weight_bytes: int = 1 << 32
+    vpu_max_k: int = 8
+    vpu_rope_length: int = 256
 
     def __post_init__(self):
         for name in ("spad_words", "rows", "cols", "interleave", "lanes", "kv_pages",
-                     "kv_page_tokens", "kv_seqs", "kv_max_pages_per_seq", "weight_bytes"):
+                     "kv_page_tokens", "kv_seqs", "kv_max_pages_per_seq", "weight_bytes",
+                     "vpu_max_k", "vpu_rope_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -243,6 +248,9 @@ class TileConfig:
                              f"got {self.spad_words}")
         if self.lanes & (self.lanes - 1):
             raise ValueError(f"lanes must be a power of two, got {self.lanes}")
+        if self.spad_words % self.lanes:
+            raise ValueError(f"spad_words must be a multiple of lanes ({self.lanes}): the scratchpad is "
+                             f"{self.lanes} banks of words, got {self.spad_words}")
         self.kv_config(32)                      # the KV controller's own checks
 
     @property

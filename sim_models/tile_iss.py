@@ -312,6 +312,22 @@ class TileIss:
         words = self.spad[idx]
         return np.broadcast_to(words, (rows, length)) if bcast else words
 
+    def _check_overlap(self, f, op, rows, length, width):
+        """The destination may be an operand's very rows, or apart from it: the hardware streams the
+        operands while it writes, so a partial overlap would depend on its timing (``bad_field``)."""
+        dst, dst_s = self._addr(f, "dst"), f["dst_s"]
+        dst_end = dst + (rows - 1) * dst_s + width
+        for name in VOP_OPERANDS[op]:
+            base, stride = self._addr(f, name), f[name + "_s"]
+            bcast = (f["bcast"] >> "abc".index(name)) & 1
+            end = base + (rows - 1) * stride + (1 if bcast else length)
+            if base < dst_end and dst < end:
+                same = base == dst and stride == dst_s and not bcast and \
+                    (rows == 1 or stride >= max(length, width))
+                if not same:
+                    raise _Fault("bad_field", f"the destination {dst}..{dst_end - 1} overlaps operand "
+                                              f"{name} ({base}..{end - 1}) without being its rows")
+
     def _x_VOP(self, f):
         if f["op"] >= len(VOPS):
             raise _Fault("bad_field", f"vector operation {f['op']} (0..{len(VOPS) - 1})")
@@ -320,6 +336,16 @@ class TileIss:
             raise _Fault("bad_field", f"len={length}, rows={rows}: len 1..{vpu.MAX_LENGTH}, rows >= 1")
         ops = {name: self._operand(f, name, rows, length) for name in VOP_OPERANDS[op]}
         scalar = self._reg(f["imm_r"]) if f["imm_r"] else f["imm"]
+        width = 1 if op in ("sum", "sum_squares", "max_reduce") else 2 * scalar if op == "topk" else length
+        dst, stride = self._addr(f, "dst"), f["dst_s"]
+        self._check_spad(dst, dst + (rows - 1) * stride + width, "destination")
+        self._check_overlap(f, op, rows, length, width)
+        if op == "topk" and scalar > self.config.vpu_max_k:
+            raise _Fault("vpu_refused", f"topk: k = {scalar} is above the vector unit's max_k "
+                                        f"{self.config.vpu_max_k}")
+        if op == "rope" and length > self.config.vpu_rope_length:
+            raise _Fault("vpu_refused", f"rope: a row of {length} is longer than the vector unit's "
+                                        f"rope_length {self.config.vpu_rope_length}")
         lanes = self.config.lanes
         x = {name: _f32(w) for name, w in ops.items()}
         try:
@@ -354,9 +380,7 @@ class TileIss:
             raise _Fault("vpu_refused", f"{op}: {exc}") from None
         out = np.asarray(out)
         words = out.view(np.uint32) if out.dtype == np.float32 else out.astype(np.uint32)
-        width = words.shape[1]
-        dst, stride = self._addr(f, "dst"), f["dst_s"]
-        self._check_spad(dst, dst + (rows - 1) * stride + width, "destination")
+        assert words.shape[1] == width
         self.spad[dst + np.arange(rows)[:, None] * stride + np.arange(width)[None, :]] = words
         self._counts["vpu_elements"] += rows * length * VOP_PASSES.get(op, 1)
 

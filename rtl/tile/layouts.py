@@ -15,8 +15,8 @@ from amaranth.lib.wiring import In, Out
 from sim_models.tile_isa import INSTRUCTIONS, OPCODE_BITS, STATUS, WIDTH
 
 __all__ = ["INSTRUCTION", "instruction_layout", "Opcode", "Status", "WEIGHT_ADDR_BITS",
-           "host_region_signature", "scratchpad_port_signature", "weight_request_layout",
-           "weight_data_layout"]
+           "host_region_signature", "scratchpad_port_signature", "wide_port_signature",
+           "weight_request_layout", "weight_data_layout"]
 
 WEIGHT_ADDR_BITS = 40
 """Byte-address width of the weight memory (the ``wmem`` fields)."""
@@ -68,6 +68,20 @@ def scratchpad_port_signature(words: int) -> wiring.Signature:
     return wiring.Signature({
         "rd_addr": Out(addr), "rd_en": Out(1), "rd_data": In(32),
         "wr_addr": Out(addr), "wr_en": Out(1), "wr_data": Out(32),
+    })
+
+
+def wide_port_signature(words: int, lanes: int) -> wiring.Signature:
+    """The scratchpad's row port (``lanes`` consecutive words from any word address), user's side.
+
+    ``rd_data[j]`` is word ``rd_addr + j`` one cycle after ``rd_en``, held while ``rd_en`` is low;
+    ``wr_en`` writes ``wr_data[j]`` to word ``wr_addr + j`` for each ``j`` with ``wr_mask[j]`` set.
+    """
+    addr = unsigned(max(1, (words - 1).bit_length()))
+    row = data.ArrayLayout(32, lanes)
+    return wiring.Signature({
+        "rd_addr": Out(addr), "rd_en": Out(1), "rd_data": In(row),
+        "wr_addr": Out(addr), "wr_en": Out(1), "wr_mask": Out(lanes), "wr_data": Out(row),
     })
 
 

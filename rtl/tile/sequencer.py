@@ -134,6 +134,7 @@ class Sequencer(wiring.Component):
         m.submodules.prog = prog = Memory(shape=WIDTH, depth=self.prog_words, init=[])
         prog_rd = prog.read_port()
         prog_wr = prog.write_port(granularity=32)
+        m.d.comb += prog_rd.en.eq(0)                  # read only when asked (en resets to 1)
 
         def stop(status):
             m.d.sync += [self.busy.eq(0), self.done.eq(1), self.code.eq(status)]

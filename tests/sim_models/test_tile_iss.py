@@ -281,6 +281,22 @@ def test_vop_faults():
     _fault(iss, [I("VOP", op=VOPS.index("rope"), len=5, rows=1)], "vpu_refused")
 
 
+def test_vop_limits_of_the_vector_unit_and_overlaps():
+    iss = _iss()
+    topk, rope, add = VOPS.index("topk"), VOPS.index("rope"), VOPS.index("add")
+    assert "max_k" in str(_fault(iss, [I("VOP", op=topk, len=16, rows=1, dst=100, imm=9)], "vpu_refused"))
+    assert "rope_length" in str(_fault(iss, [I("VOP", op=rope, len=258, rows=1, dst=1000, b=300, c=600)],
+                                       "vpu_refused"))
+    # the destination is checked before the unit could refuse
+    _fault(iss, [I("VOP", op=topk, len=16, rows=1, dst=4090, imm=9)], "spad_range")
+    # in place: the very rows of an operand; a partial overlap is refused
+    iss.run([I("VOP", op=add, len=8, rows=3, dst=16, dst_s=8, a=16, a_s=8, b=100, b_s=8), I("HALT")])
+    for bad in (dict(a=17, a_s=8), dict(a=16, a_s=9), dict(a=16, a_s=4), dict(a=16, a_s=8, bcast=1)):
+        assert "overlaps operand a" in str(_fault(
+            iss, [I("VOP", op=add, len=8, rows=3, dst=16, dst_s=8, b=100, b_s=8, **bad)], "bad_field"))
+    iss.run([I("VOP", op=add, len=8, rows=3, dst=16, dst_s=8, a=40, a_s=8, b=100), I("HALT")])
+
+
 # -- KV cache and attention -------------------------------------------------------------------------
 
 def test_kv_append_and_attention_equal_the_golden_attention():

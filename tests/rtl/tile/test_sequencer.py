@@ -28,7 +28,7 @@ class _Harness(Elaboratable):
 
     def __init__(self, data_bytes):
         self.seq = Sequencer(TILE, prog_words=PROG_WORDS, data_bytes=data_bytes)
-        self.spad = Scratchpad(TILE.spad_words)
+        self.spad = Scratchpad(TILE.spad_words, TILE.lanes)
 
     def elaborate(self, platform):
         m = Module()
