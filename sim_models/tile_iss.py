@@ -38,7 +38,7 @@ from sim_models.tile_isa import (
     decode,
 )
 
-__all__ = ["TileFault", "TileIss"]
+__all__ = ["TileFault", "TileIss", "vop_result"]
 
 _MASK32 = 0xFFFF_FFFF
 _STATUS_CODE = {name: code for code, name in STATUS.items()}
@@ -346,40 +346,10 @@ class TileIss:
         if op == "rope" and length > self.config.vpu_rope_length:
             raise _Fault("vpu_refused", f"rope: a row of {length} is longer than the vector unit's "
                                         f"rope_length {self.config.vpu_rope_length}")
-        lanes = self.config.lanes
-        x = {name: _f32(w) for name, w in ops.items()}
         try:
-            if op in ("add", "sub", "mul", "max", "min", "swiglu"):
-                out = getattr(vpu, op)(x["a"], x["b"])
-            elif op == "fma":
-                out = vpu.fma(x["a"], x["b"], x["c"])
-            elif op == "scale":
-                out = vpu.scale(x["a"], _f32(scalar))
-            elif op == "clamp":
-                out = vpu.clamp(x["a"], _f32(scalar), _f32(self._reg(f["imm1_r"])))
-            elif op in vpu.UNARY:
-                out = vpu.UNARY[op](x["a"])
-            elif op == "to_bf16":
-                out = vpu.to_bfloat16(x["a"]).astype(np.uint32)
-            elif op == "from_bf16":
-                out = vpu.from_bfloat16((ops["a"] & 0xFFFF).astype(np.uint16))
-            elif op in ("sum", "sum_squares"):
-                out = getattr(vpu, op)(x["a"], lanes=lanes)[:, None]
-            elif op == "max_reduce":
-                out = vpu.max_reduce(x["a"])[:, None]
-            elif op == "rmsnorm":
-                out = vpu.rmsnorm(x["a"], x["b"], _f32(scalar), lanes=lanes)
-            elif op == "softmax":
-                out = vpu.softmax(x["a"])
-            elif op == "rope":
-                out = vpu.rope(x["a"], x["b"], x["c"])
-            else:                                                    # topk
-                values, index = vpu.topk(x["a"], int(scalar))
-                out = np.concatenate([values.view(np.uint32), index.astype(np.uint32)], axis=1)
+            words = vop_result(op, ops, scalar, self._reg(f["imm1_r"]), self.config.lanes)
         except vpu.VpuError as exc:
             raise _Fault("vpu_refused", f"{op}: {exc}") from None
-        out = np.asarray(out)
-        words = out.view(np.uint32) if out.dtype == np.float32 else out.astype(np.uint32)
         assert words.shape[1] == width
         self.spad[dst + np.arange(rows)[:, None] * stride + np.arange(width)[None, :]] = words
         self._counts["vpu_elements"] += rows * length * VOP_PASSES.get(op, 1)
@@ -454,3 +424,40 @@ class TileIss:
 
 
 assert {"_x_" + n for n in INSTRUCTIONS if n != "HALT"} <= set(dir(TileIss))
+
+
+def vop_result(op: str, operands: dict, scalar0: int, scalar1: int, lanes: int) -> np.ndarray:
+    """The result words ``(rows, width)`` of vector operation ``op`` (a name of ``VOPS``) on operand
+    words ``operands`` (``{"a": (rows, len) uint32, ...}``) with the scalar patterns of a ``VOP``;
+    raises :class:`sim_models.vpu.VpuError` where the unit refuses. Shared by the ISS and the
+    tile's testbenches (which stand a model of the vector unit behind the VOP engine)."""
+    x = {name: _f32(w) for name, w in operands.items()}
+    if op in ("add", "sub", "mul", "max", "min", "swiglu"):
+        out = getattr(vpu, op)(x["a"], x["b"])
+    elif op == "fma":
+        out = vpu.fma(x["a"], x["b"], x["c"])
+    elif op == "scale":
+        out = vpu.scale(x["a"], _f32(scalar0))
+    elif op == "clamp":
+        out = vpu.clamp(x["a"], _f32(scalar0), _f32(scalar1))
+    elif op in vpu.UNARY:
+        out = vpu.UNARY[op](x["a"])
+    elif op == "to_bf16":
+        out = vpu.to_bfloat16(x["a"]).astype(np.uint32)
+    elif op == "from_bf16":
+        out = vpu.from_bfloat16((operands["a"] & 0xFFFF).astype(np.uint16))
+    elif op in ("sum", "sum_squares"):
+        out = getattr(vpu, op)(x["a"], lanes=lanes)[:, None]
+    elif op == "max_reduce":
+        out = vpu.max_reduce(x["a"])[:, None]
+    elif op == "rmsnorm":
+        out = vpu.rmsnorm(x["a"], x["b"], _f32(scalar0), lanes=lanes)
+    elif op == "softmax":
+        out = vpu.softmax(x["a"])
+    elif op == "rope":
+        out = vpu.rope(x["a"], x["b"], x["c"])
+    else:                                                        # topk
+        values, index = vpu.topk(x["a"], int(scalar0))
+        out = np.concatenate([values.view(np.uint32), index.astype(np.uint32)], axis=1)
+    out = np.asarray(out)
+    return out.view(np.uint32) if out.dtype == np.float32 else out.astype(np.uint32)

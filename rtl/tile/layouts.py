@@ -16,7 +16,8 @@ from sim_models.tile_isa import INSTRUCTIONS, OPCODE_BITS, STATUS, WIDTH
 
 __all__ = ["INSTRUCTION", "instruction_layout", "Opcode", "Status", "WEIGHT_ADDR_BITS",
            "host_region_signature", "scratchpad_port_signature", "wide_port_signature",
-           "weight_request_layout", "weight_data_layout"]
+           "weight_request_layout", "weight_data_layout", "VopCommand", "vop_signature",
+           "SPAD_EA_BITS"]
 
 WEIGHT_ADDR_BITS = 40
 """Byte-address width of the weight memory (the ``wmem`` fields)."""
@@ -93,3 +94,27 @@ def weight_request_layout(addr_bits: int = WEIGHT_ADDR_BITS, length_bits: int = 
 def weight_data_layout(data_bytes: int) -> data.StructLayout:
     """A weight-port data beat: ``data_bytes`` bytes little-endian, ``last`` on a range's last beat."""
     return data.StructLayout({"data": unsigned(8 * data_bytes), "last": 1})
+
+
+SPAD_EA_BITS = 34
+"""Width of an effective scratchpad address (a 20-bit field plus a 32-bit register): wide enough
+that no sum wraps, so a range check sees every address beyond the scratchpad."""
+
+VopCommand = data.StructLayout({
+    "op": 5, "len": 14, "rows": 12,
+    "dst": SPAD_EA_BITS, "dst_s": 16,
+    "a": SPAD_EA_BITS, "a_s": 16,
+    "b": SPAD_EA_BITS, "b_s": 16,
+    "c": SPAD_EA_BITS, "c_s": 16,
+    "bcast": 3, "scalar0": 32, "scalar1": 32,
+})
+"""A ``VOP`` instruction with its registers applied: effective base addresses (field + register),
+strides, the broadcast bits and the two scalars (``sim_models.tile_isa`` for their meaning)."""
+
+
+def vop_signature() -> wiring.Signature:
+    """The sequencer's side of the VOP engine: a command, then exactly one status."""
+    return wiring.Signature({
+        "cmd": Out(stream.Signature(VopCommand)),
+        "resp": In(stream.Signature(data.StructLayout({"status": Status}))),
+    })

@@ -1,6 +1,6 @@
 """The compute tile's sequencer: fetches, decodes and executes a program of ``sim_models.tile_isa``."""
 
-from amaranth.hdl import Array, Cat, Const, Module, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -13,6 +13,7 @@ from rtl.tile.layouts import (
     Status,
     host_region_signature,
     scratchpad_port_signature,
+    vop_signature,
     weight_data_layout,
     weight_request_layout,
 )
@@ -27,9 +28,11 @@ class Sequencer(wiring.Component):
     """Runs a tile program from its program memory, instruction by instruction, like ``TileIss``.
 
     Implemented so far: the scalar and control instructions (``HALT``, ``LI``, ``ADD``, ``ADDI``,
-    ``LDW``, ``STW``, ``BLT``, ``BNE``) and the weight-memory copies (``LOAD``, ``EMBED``), with every
-    fault of ``docs/tile_isa.md`` in the order the instruction-level model checks them. The other
-    opcodes stop the machine with ``bad_opcode`` until their units are joined.
+    ``LDW``, ``STW``, ``BLT``, ``BNE``), the weight-memory copies (``LOAD``, ``EMBED``) and ``VOP``
+    (registers applied here, the rest in :class:`~rtl.tile.vop_engine.VopEngine` through ``vop``),
+    with every fault of ``docs/tile_isa.md`` in the order the instruction-level model checks them.
+    ``GEMM``, ``KVOPEN``, ``KVAPPEND`` and ``ATTN`` stop the machine with ``bad_opcode`` until their
+    units are joined.
 
     Parameters
     ----------
@@ -73,6 +76,9 @@ class Sequencer(wiring.Component):
         Requests to the weight port (byte ranges of the weight memory) and their data beats.
     werror : ``In(1)``
         The weight port saw an error response; sampled at the end of each copy (``bus_error``).
+    vop : ``Out(vop_signature())``
+        A ``VOP`` with its effective addresses and scalars to the VOP engine; its status ends the
+        instruction (``ok``) or the run.
 
     Timing
     ------
@@ -114,6 +120,7 @@ class Sequencer(wiring.Component):
             "wreq": Out(stream.Signature(weight_request_layout())),
             "wdata": In(stream.Signature(weight_data_layout(data_bytes))),
             "werror": In(1),
+            "vop": Out(vop_signature()),
         })
 
     def elaborate(self, platform):
@@ -242,8 +249,17 @@ class Sequencer(wiring.Component):
                     m.d.sync += [ea.eq(f.ids + reg[f.ids_r]), ea2.eq(f.dst + reg[f.dst_r]),
                                  mul_a.eq(reg[f.w_r]), mul_b.eq(f.w_stride)]
                     m.next = "EMBED_IDS"
+            elif name == "VOP":
+                cmd = self.vop.cmd.payload
+                m.d.sync += [cmd.op.eq(f.op), cmd.len.eq(f.len), cmd.rows.eq(f.rows), cmd.bcast.eq(f.bcast),
+                             cmd.scalar0.eq(Mux(f.imm_r != 0, reg[f.imm_r], f.imm)),
+                             cmd.scalar1.eq(reg[f.imm1_r])]
+                for x in ("dst", "a", "b", "c"):
+                    m.d.sync += [getattr(cmd, x).eq(getattr(f, x) + reg[getattr(f, x + "_r")]),
+                                 getattr(cmd, x + "_s").eq(getattr(f, x + "_s"))]
+                m.next = "VOP_ISSUE"
             else:
-                stop(Status.BAD_OPCODE)          # GEMM, VOP, KV and ATTN: their units are not joined yet
+                stop(Status.BAD_OPCODE)          # GEMM, KV and ATTN: their units are not joined yet
 
         with m.FSM():
             with m.State("IDLE"):
@@ -357,6 +373,19 @@ class Sequencer(wiring.Component):
                 with m.Else():
                     m.d.sync += t.eq(t + 1)
                     m.next = "EMBED_ROW_READ"
+
+            # -- VOP: the VOP engine checks and runs it ----------------------------------------------
+            with m.State("VOP_ISSUE"):
+                m.d.comb += self.vop.cmd.valid.eq(1)
+                with m.If(self.vop.cmd.ready):
+                    m.next = "VOP_WAIT"
+            with m.State("VOP_WAIT"):
+                m.d.comb += self.vop.resp.ready.eq(1)
+                with m.If(self.vop.resp.valid):
+                    with m.If(self.vop.resp.payload.status == Status.OK):
+                        m.next = "NEXT"
+                    with m.Else():
+                        stop(self.vop.resp.payload.status)
 
             # -- the copy engine: weight memory -> scratchpad, one word per cycle ---------------------
             with m.State("COPY_REQUEST"):

@@ -5,187 +5,24 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Elaboratable, Module
-from amaranth.lib import wiring
-from amaranth.sim import Simulator
 
-from rtl.tile.scratchpad import Scratchpad
 from rtl.tile.sequencer import Sequencer
-from sim_models.tile_isa import STATUS, Instruction, TileConfig, encode, encode_program
-from sim_models.tile_iss import TileFault, TileIss
+from sim_models.tile_isa import Instruction, TileConfig, encode, encode_program
+from verification.tile.sequencer_bench import STATUS_CODE, Bench, check_against_iss
 
 TILE = TileConfig(spad_words=256, kv_pages=8, kv_seqs=4, kv_max_pages_per_seq=4)
-PROG_WORDS = 64
-STATUS_CODE = {name: code for code, name in STATUS.items()}
 
 
 def I(name, **fields):  # noqa: E743 - reads like assembly
     return Instruction(name, fields)
 
 
-class _Harness(Elaboratable):
-    """The sequencer joined to its scratchpad, as in the tile; the host served while idle."""
-
-    def __init__(self, data_bytes):
-        self.seq = Sequencer(TILE, prog_words=PROG_WORDS, data_bytes=data_bytes)
-        self.spad = Scratchpad(TILE.spad_words, TILE.lanes)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.seq, m.submodules.spad = self.seq, self.spad
-        wiring.connect(m, self.seq.spad, self.spad.core)
-        m.d.comb += self.spad.host_enable.eq(~self.seq.busy)
-        return m
+def _check(program, image=b"\0" * 64, **kwargs):
+    return check_against_iss(TILE, program, image, **kwargs)
 
 
-async def _wait(ctx, signal):
-    """Tick until the clock edge at which ``signal`` is high (a handshake completes at that edge).
-
-    Written as a plain loop, not ``tick().until()``: a background testbench may be left suspended
-    here when the simulation ends, and a suspended ``until`` generator cannot be closed cleanly.
-    """
-    while True:
-        high = ctx.get(signal)
-        await ctx.tick()
-        if high:
-            return
-
-
-async def _access(ctx, region, addr, data=None):
-    """One host access through a region window; returns the word read (or None for a write)."""
-    ctx.set(region.req.valid, 1)
-    ctx.set(region.req.payload.addr, addr)
-    ctx.set(region.req.payload.write, data is not None)
-    ctx.set(region.req.payload.data, data or 0)
-    await _wait(ctx, region.req.ready)
-    ctx.set(region.req.valid, 0)
-    ctx.set(region.resp.ready, 1)
-    while not ctx.get(region.resp.valid):
-        await ctx.tick()
-    word = ctx.get(region.resp.payload.data)
-    await ctx.tick()
-    ctx.set(region.resp.ready, 0)
-    return None if data is not None else word
-
-
-class _Run:
-    """Loads a program, registers and scratchpad words, runs the sequencer, reads everything back."""
-
-    def __init__(self, image: bytes, *, data_bytes=8, seed=0, gaps=0.3, bus_error_after=None):
-        self.image = image
-        self.data_bytes = data_bytes
-        self.rng = random.Random(seed)
-        self.gaps = gaps
-        self.bus_error_after = bus_error_after
-        self.requests = []
-
-    async def _weight_memory(self, ctx, seq):
-        """The weight port at its stream interface: byte ranges of ``image``, random gaps."""
-        beats_served = 0
-        while True:
-            ctx.set(seq.wreq.ready, 1)
-            while not ctx.get(seq.wreq.valid):
-                await ctx.tick()
-            req = ctx.get(seq.wreq.payload)
-            await ctx.tick()
-            ctx.set(seq.wreq.ready, 0)
-            addr, length = req.addr, req.length
-            self.requests.append((addr, length))
-            data = self.image[addr:addr + length].ljust(length, b"\0")
-            for at in range(0, length, self.data_bytes):
-                while self.rng.random() < self.gaps:
-                    ctx.set(seq.wdata.valid, 0)
-                    await ctx.tick()
-                chunk = data[at:at + self.data_bytes].ljust(self.data_bytes, b"\0")
-                ctx.set(seq.wdata.valid, 1)
-                ctx.set(seq.wdata.payload.data, int.from_bytes(chunk, "little"))
-                ctx.set(seq.wdata.payload.last, at + self.data_bytes >= length)
-                await _wait(ctx, seq.wdata.ready)
-                beats_served += 1
-                if self.bus_error_after is not None and beats_served > self.bus_error_after:
-                    ctx.set(seq.werror, 1)
-            ctx.set(seq.wdata.valid, 0)
-
-    def run(self, program, *, regs=None, spad=None, step_limit=0xFFFF_FFFF, prog_len=None,
-            abort_after=None, max_cycles=20_000):
-        dut = _Harness(self.data_bytes)
-        seq = dut.seq
-        image = program if isinstance(program, bytes) else encode_program(program)
-        prog_len = len(image) // 32 if prog_len is None else prog_len
-        out = {}
-
-        async def host(ctx):
-            ctx.set(seq.prog_len, prog_len)
-            ctx.set(seq.step_limit, step_limit)
-            ctx.set(seq.weight_base, 0)
-            ctx.set(seq.weight_size, len(self.image))
-            for i in range(0, len(image), 4):
-                await _access(ctx, seq.program, i // 4, int.from_bytes(image[i:i + 4], "little"))
-            for r, value in (regs or {}).items():
-                await _access(ctx, seq.gpr, r, value)
-            for addr, value in (spad or {}).items():
-                await _access(ctx, dut.spad.host, addr, value)
-            ctx.set(seq.start, 1)
-            await ctx.tick()
-            ctx.set(seq.start, 0)
-            stopped = 0
-            for cycle in range(max_cycles):
-                if abort_after is not None and cycle == abort_after:
-                    ctx.set(seq.abort, 1)
-                stopped += ctx.get(seq.stopped)
-                if not ctx.get(seq.busy):
-                    break
-                await ctx.tick()
-            else:
-                raise AssertionError(f"no stop within {max_cycles} cycles")
-            assert stopped == 1, "one stop pulse per run"
-            out["status"] = ctx.get(seq.code)
-            out["pc"] = ctx.get(seq.pc)
-            out["steps"] = ctx.get(seq.steps)
-            out["cycles"] = ctx.get(seq.cycles)
-            assert ctx.get(seq.done)
-            out["regs"] = [await _access(ctx, seq.gpr, r) for r in range(16)]
-            out["spad"] = [await _access(ctx, dut.spad.host, a) for a in range(TILE.spad_words)]
-            out["program"] = [await _access(ctx, seq.program, w) for w in range(len(image) // 4)]
-
-        sim = Simulator(dut)
-        sim.add_clock(1e-8)
-        sim.add_testbench(host)
-        async def weight_memory(ctx):
-            await self._weight_memory(ctx, seq)
-
-        sim.add_testbench(weight_memory, background=True)
-        sim.run()
-        assert out["program"] == [int.from_bytes(image[i:i + 4], "little") for i in range(0, len(image), 4)]
-        return out
-
-
-def _iss_run(program, image, *, regs=None, spad=None, max_steps=10_000_000):
-    iss = TileIss(TILE, image, head_dim=32)
-    for addr, value in (spad or {}).items():
-        iss.spad[addr] = value
-    try:
-        steps = iss.run(program, regs=regs, max_steps=max_steps)
-        status, pc = 0, None
-    except TileFault as fault:
-        steps, status, pc = None, fault.status, fault.pc
-    return iss, status, pc, steps
-
-
-def _check(program, image=b"\0" * 64, *, regs=None, spad=None, step_limit=None, seed=0, data_bytes=8):
-    """Run on the RTL and on the ISS; the stop status, fault pc, registers and scratchpad must agree."""
-    rtl = _Run(image, data_bytes=data_bytes, seed=seed).run(
-        program, regs=regs, spad=spad, step_limit=0xFFFF_FFFF if step_limit is None else step_limit)
-    iss, status, pc, steps = _iss_run(program, image, regs=regs, spad=spad,
-                                      max_steps=10_000_000 if step_limit is None else step_limit)
-    assert rtl["status"] == status, f"status {STATUS[rtl['status']]} (RTL) vs {STATUS[status]} (ISS)"
-    if pc is not None:
-        assert rtl["pc"] == pc
-    else:
-        assert rtl["steps"] == steps
-    assert rtl["regs"] == [0] + iss.regs[1:]
-    assert rtl["spad"] == [int(w) for w in iss.spad]
-    return rtl
+def _run(image, **kwargs):
+    return Bench(TILE, image, **kwargs)
 
 
 # -- scalar and control -------------------------------------------------------------------------------
@@ -239,7 +76,7 @@ def test_bad_words_fault_where_they_are_reached():
 
 def test_abort_stops_between_instructions():
     program = [I("LI", rd=1, imm=1), I("ADD", rd=2, rs=2, rt=1), I("BLT", rs=0, rt=1, target=1)]
-    rtl = _Run(b"").run(program, abort_after=40)
+    rtl = _run(b"").run(program, abort_after=40)
     assert rtl["status"] == STATUS_CODE["aborted"] and rtl["regs"][2] > 5
 
 
@@ -279,7 +116,7 @@ def test_weight_faults(program, status):
 
 
 def test_bus_error_response_stops_the_run():
-    run = _Run(WEIGHTS, bus_error_after=1)
+    run = _run(WEIGHTS, bus_error_after=1)
     rtl = run.run([I("LOAD", dst=10, words=8, w=64), I("HALT")])
     assert rtl["status"] == STATUS_CODE["bus_error"] and rtl["pc"] == 0
     assert run.requests == [(64, 32)]
