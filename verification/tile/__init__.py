@@ -1,0 +1,1 @@
+"""Testbenches and models of the compute tile (``rtl.tile``)."""
