@@ -17,7 +17,7 @@ from sim_models.tile_isa import INSTRUCTIONS, OPCODE_BITS, STATUS, WIDTH
 __all__ = ["INSTRUCTION", "instruction_layout", "Opcode", "Status", "WEIGHT_ADDR_BITS",
            "host_region_signature", "scratchpad_port_signature", "wide_port_signature",
            "weight_request_layout", "weight_data_layout", "VopCommand", "vop_signature",
-           "SPAD_EA_BITS"]
+           "SPAD_EA_BITS", "GemmCommand", "gemm_signature", "WEIGHT_EA_BITS"]
 
 WEIGHT_ADDR_BITS = 40
 """Byte-address width of the weight memory (the ``wmem`` fields)."""
@@ -116,5 +116,28 @@ def vop_signature() -> wiring.Signature:
     """The sequencer's side of the VOP engine: a command, then exactly one status."""
     return wiring.Signature({
         "cmd": Out(stream.Signature(VopCommand)),
+        "resp": In(stream.Signature(data.StructLayout({"status": Status}))),
+    })
+
+
+WEIGHT_EA_BITS = 67
+"""Width of an effective weight address (a 40-bit field plus a 32 x 32-bit register product): wide
+enough that no sum wraps, so a range check sees every address beyond the image."""
+
+GemmCommand = data.StructLayout({
+    "dst": SPAD_EA_BITS, "src": SPAD_EA_BITS,
+    "m": 12, "k": 16, "n": 20,
+    "w": WEIGHT_EA_BITS,
+    "af": 3, "wf": 3,
+})
+"""A ``GEMM`` instruction with its registers applied: effective scratchpad addresses of the
+destination and the activations, the shape, the weight's byte offset in the weight image
+(``w + r[w_r] * w_stride``, not yet checked) and the two element-format codes."""
+
+
+def gemm_signature() -> wiring.Signature:
+    """The sequencer's side of the GEMM engine: a command, then exactly one status."""
+    return wiring.Signature({
+        "cmd": Out(stream.Signature(GemmCommand)),
         "resp": In(stream.Signature(data.StructLayout({"status": Status}))),
     })
