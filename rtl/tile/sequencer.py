@@ -11,6 +11,7 @@ from rtl.tile.layouts import (
     WEIGHT_ADDR_BITS,
     Opcode,
     Status,
+    gemm_signature,
     host_region_signature,
     scratchpad_port_signature,
     vop_signature,
@@ -31,8 +32,9 @@ class Sequencer(wiring.Component):
     ``LDW``, ``STW``, ``BLT``, ``BNE``), the weight-memory copies (``LOAD``, ``EMBED``) and ``VOP``
     (registers applied here, the rest in :class:`~rtl.tile.vop_engine.VopEngine` through ``vop``),
     with every fault of ``docs/tile_isa.md`` in the order the instruction-level model checks them.
-    ``GEMM``, ``KVOPEN``, ``KVAPPEND`` and ``ATTN`` stop the machine with ``bad_opcode`` until their
-    units are joined.
+    ``GEMM`` goes to the GEMM engine (``gemm``) with its registers and its weight offset
+    ``w + r[w_r] * w_stride`` applied. ``KVOPEN``, ``KVAPPEND`` and ``ATTN`` stop the machine with
+    ``bad_opcode`` until the KV-cache slice is joined.
 
     Parameters
     ----------
@@ -76,9 +78,9 @@ class Sequencer(wiring.Component):
         Requests to the weight port (byte ranges of the weight memory) and their data beats.
     werror : ``In(1)``
         The weight port saw an error response; sampled at the end of each copy (``bus_error``).
-    vop : ``Out(vop_signature())``
-        A ``VOP`` with its effective addresses and scalars to the VOP engine; its status ends the
-        instruction (``ok``) or the run.
+    vop : ``Out(vop_signature())``, gemm : ``Out(gemm_signature())``
+        A ``VOP`` (a ``GEMM``) with its effective addresses and scalars (weight offset) to the VOP
+        (GEMM) engine; its status ends the instruction (``ok``) or the run.
 
     Timing
     ------
@@ -121,6 +123,7 @@ class Sequencer(wiring.Component):
             "wdata": In(stream.Signature(weight_data_layout(data_bytes))),
             "werror": In(1),
             "vop": Out(vop_signature()),
+            "gemm": Out(gemm_signature()),
         })
 
     def elaborate(self, platform):
@@ -258,8 +261,14 @@ class Sequencer(wiring.Component):
                     m.d.sync += [getattr(cmd, x).eq(getattr(f, x) + reg[getattr(f, x + "_r")]),
                                  getattr(cmd, x + "_s").eq(getattr(f, x + "_s"))]
                 m.next = "VOP_ISSUE"
+            elif name == "GEMM":
+                cmd = self.gemm.cmd.payload
+                m.d.sync += [cmd.dst.eq(f.dst + reg[f.dst_r]), cmd.src.eq(f.src + reg[f.src_r]),
+                             cmd.m.eq(f.m), cmd.k.eq(f.k), cmd.n.eq(f.n), cmd.af.eq(f.af), cmd.wf.eq(f.wf),
+                             mul_a.eq(reg[f.w_r]), mul_b.eq(f.w_stride)]
+                m.next = "GEMM_MULTIPLY"
             else:
-                stop(Status.BAD_OPCODE)          # GEMM, KV and ATTN: their units are not joined yet
+                stop(Status.BAD_OPCODE)          # KV and ATTN: their units are not joined yet
 
         with m.FSM():
             with m.State("IDLE"):
@@ -386,6 +395,24 @@ class Sequencer(wiring.Component):
                         m.next = "NEXT"
                     with m.Else():
                         stop(self.vop.resp.payload.status)
+
+            # -- GEMM: the weight offset here, the rest in the GEMM engine --------------------------
+            with m.State("GEMM_MULTIPLY"):          # prod is being computed
+                m.next = "GEMM_ADDR"
+            with m.State("GEMM_ADDR"):
+                m.d.sync += self.gemm.cmd.payload.w.eq(ir.GEMM.w + prod)
+                m.next = "GEMM_ISSUE"
+            with m.State("GEMM_ISSUE"):
+                m.d.comb += self.gemm.cmd.valid.eq(1)
+                with m.If(self.gemm.cmd.ready):
+                    m.next = "GEMM_WAIT"
+            with m.State("GEMM_WAIT"):
+                m.d.comb += self.gemm.resp.ready.eq(1)
+                with m.If(self.gemm.resp.valid):
+                    with m.If(self.gemm.resp.payload.status == Status.OK):
+                        m.next = "NEXT"
+                    with m.Else():
+                        stop(self.gemm.resp.payload.status)
 
             # -- the copy engine: weight memory -> scratchpad, one word per cycle ---------------------
             with m.State("COPY_REQUEST"):

@@ -188,10 +188,30 @@ class Bench:
     gaps: float = 0.3
     bus_error_after: int | None = None
 
+    gemm_status: int = 0
+
     def __post_init__(self):
         self.rng = random.Random(self.seed)
         self.requests = []
         self.vpu_commands = []
+        self.gemm_commands = []
+
+    async def _gemm_model(self, ctx, seq):
+        """Stands in for the GEMM engine while it is not part of the bench: records each command
+        and answers ``gemm_status``."""
+        while True:
+            ctx.set(seq.gemm.cmd.ready, 1)
+            while not ctx.get(seq.gemm.cmd.valid):
+                await ctx.tick()
+            cmd = ctx.get(seq.gemm.cmd.payload)
+            self.gemm_commands.append({name: getattr(cmd, name) for name in
+                                       ("dst", "src", "m", "k", "n", "w", "af", "wf")})
+            await ctx.tick()
+            ctx.set(seq.gemm.cmd.ready, 0)
+            ctx.set(seq.gemm.resp.valid, 1)
+            ctx.set(seq.gemm.resp.payload.status, self.gemm_status)
+            await wait_for(ctx, seq.gemm.resp.ready)
+            ctx.set(seq.gemm.resp.valid, 0)
 
     async def _weight_memory(self, ctx, seq):
         beats_served = 0
@@ -247,13 +267,14 @@ class Bench:
             for cycle in range(max_cycles):
                 if abort_after is not None and cycle == abort_after:
                     ctx.set(seq.abort, 1)
-                stopped += ctx.get(seq.stopped)
                 if not ctx.get(seq.busy):
                     break
-                await ctx.tick()
+                # sampled at the edge: the pulse may depend on what a model sets later in this cycle
+                *_, pulse = await ctx.tick().sample(seq.stopped)
+                stopped += pulse
             else:
                 raise AssertionError(f"no stop within {max_cycles} cycles")
-            assert stopped == 1, "one stop pulse per run"
+            assert stopped == 1, f"one stop pulse per run, saw {stopped}"
             assert ctx.get(seq.done)
             out.update(status=ctx.get(seq.code), pc=ctx.get(seq.pc), steps=ctx.get(seq.steps),
                        cycles=ctx.get(seq.cycles))
@@ -273,6 +294,11 @@ class Bench:
         sim.add_testbench(host)
         sim.add_testbench(weight_memory, background=True)
         sim.add_testbench(vector_unit, background=True)
+
+        async def gemm_engine(ctx):
+            await self._gemm_model(ctx, seq)
+
+        sim.add_testbench(gemm_engine, background=True)
         sim.run()
         words = [int.from_bytes(image[i:i + 4], "little") for i in range(0, len(image), 4)]
         assert out["program"] == words, "program memory read back"

@@ -122,6 +122,23 @@ def test_bus_error_response_stops_the_run():
     assert run.requests == [(64, 32)]
 
 
+# -- GEMM dispatch ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status", ["ok", "weight_range"])
+def test_gemm_goes_to_the_engine_with_its_registers_applied(status):
+    bench = _run(WEIGHTS)
+    bench.gemm_status = STATUS_CODE[status]
+    program = [I("LI", rd=2, imm=7), I("LI", rd=3, imm=0xFFFF_FFFF),
+               I("GEMM", dst=100, dst_r=2, src=10, src_r=3, m=3, k=64, n=40, w=(1 << 40) - 1, w_r=3,
+                 w_stride=0xFFFF_FFFF, af=1, wf=3),
+               I("LI", rd=4, imm=1), I("HALT")]
+    rtl = bench.run(program)
+    assert bench.gemm_commands == [dict(dst=107, src=10 + 0xFFFF_FFFF, m=3, k=64, n=40,
+                                        w=(1 << 40) - 1 + 0xFFFF_FFFF ** 2, af=1, wf=3)]
+    assert rtl["status"] == STATUS_CODE[status]
+    assert rtl["regs"][4] == (1 if status == "ok" else 0) and rtl["pc"] == (4 if status == "ok" else 2)
+
+
 # -- random programs ----------------------------------------------------------------------------------
 
 def _random_program(rng, length):
