@@ -51,7 +51,7 @@ class Sequencer(wiring.Component):
         ``start`` (a one-cycle pulse while idle) runs the program from instruction 0 with the
         registers as the host left them. ``abort`` stops a run between two instructions with status
         ``aborted``.
-    prog_len : ``In(16)``
+    prog_len : ``In(17)``
         Instructions of the loaded program: fetching at or beyond it, or branching there, stops
         with ``pc_range``.
     step_limit : ``In(32)``
@@ -105,7 +105,7 @@ class Sequencer(wiring.Component):
         super().__init__({
             "start": In(1),
             "abort": In(1),
-            "prog_len": In(16),
+            "prog_len": In(17),
             "step_limit": In(32),
             "weight_base": In(WEIGHT_ADDR_BITS),
             "weight_size": In(WEIGHT_ADDR_BITS),
