@@ -62,6 +62,7 @@ TOPS = [
         {"inputs": 5, "vcs": 4, "classes": 2}, target_mhz=100, synth_opts="-nowidelut -dff",
         description="one router output's allocator alone: the local port's 20 requesters, static VCs; "
                     "poblano fpga --top builds it"),
+    Top("tile_weight_port", "rtl.tile.weight_port:WeightPort", description="AXI4 weight reader, 8-B beats"),
 ]
 
 
