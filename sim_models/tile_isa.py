@@ -221,7 +221,10 @@ class TileConfig:
     KvConfig`` defaults; its ``token_bits`` follow the model's head dimension);
     ``weight_bytes``: the weight memory behind the AXI4 read port; ``vpu_max_k`` and
     ``vpu_rope_length``: the vector unit's largest ``topk`` k and longest ``rope`` row (its
-    ``max_k`` and ``rope_length``), beyond which a ``VOP`` stops with ``vpu_refused``.
+    ``max_k`` and ``rope_length``), beyond which a ``VOP`` stops with ``vpu_refused``;
+    ``mac_formats``: the element formats (names of :data:`FORMATS`) the MAC array and its quantizer
+    run (E2M1 alone today, ``rtl.mx.mac_array.MacArray``): a ``GEMM`` whose ``af`` or ``wf`` is not
+    among them stops with ``bad_field``.
     """
     spad_words: int = 65536
     rows: int = 4
@@ -235,6 +238,7 @@ class TileConfig:
     weight_bytes: int = 1 << 32
     vpu_max_k: int = 8
     vpu_rope_length: int = 256
+    mac_formats: tuple = ("e2m1",)
 
     def __post_init__(self):
         for name in ("spad_words", "rows", "cols", "interleave", "lanes", "kv_pages",
@@ -251,6 +255,11 @@ class TileConfig:
         if self.spad_words % self.lanes:
             raise ValueError(f"spad_words must be a multiple of lanes ({self.lanes}): the scratchpad is "
                              f"{self.lanes} banks of words, got {self.spad_words}")
+        if not isinstance(self.mac_formats, tuple) or not self.mac_formats \
+                or not all(f in FORMATS for f in self.mac_formats) \
+                or len(set(self.mac_formats)) != len(self.mac_formats):
+            raise ValueError(f"mac_formats must be a non-empty tuple of distinct names from "
+                             f"{', '.join(FORMATS)}, got {self.mac_formats!r}")
         self.kv_config(32)                      # the KV controller's own checks
 
     @property

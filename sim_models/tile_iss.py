@@ -283,6 +283,9 @@ class TileIss:
         if f["af"] >= len(FORMATS) or f["wf"] >= len(FORMATS):
             raise _Fault("bad_field", f"element format codes {f['af']}, {f['wf']} (0..{len(FORMATS) - 1})")
         afmt, wfmt = FORMATS[f["af"]], FORMATS[f["wf"]]
+        if afmt not in self.config.mac_formats or wfmt not in self.config.mac_formats:
+            raise _Fault("bad_field", f"formats {afmt} x {wfmt}: the MAC array runs "
+                                      f"{', '.join(self.config.mac_formats)} only")
         src, dst = self._addr(f, "src"), self._addr(f, "dst")
         self._check_spad(src, src + m * k, "activations")
         self._check_spad(dst, dst + m * n, "destination")

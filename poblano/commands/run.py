@@ -71,7 +71,10 @@ def _tile(args):
         return TileConfig(spad_words=args.spad_words, rows=args.mac_rows, cols=args.mac_cols,
                           interleave=args.interleave, lanes=args.lanes, kv_pages=args.kv_pages,
                           kv_page_tokens=args.kv_page_tokens, kv_seqs=args.kv_seqs,
-                          kv_max_pages_per_seq=args.kv_pages_per_seq)
+                          kv_max_pages_per_seq=args.kv_pages_per_seq,
+                          # the modelled tile's MAC array runs the formats asked for (the RTL
+                          # array runs e2m1 x e2m1 today: TileConfig.mac_formats)
+                          mac_formats=tuple(dict.fromkeys((args.act_format, args.weight_format))))
     except ValueError as exc:
         raise UsageError(f"tile parameter: {exc}") from None
 

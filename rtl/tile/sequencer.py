@@ -64,7 +64,8 @@ class Sequencer(wiring.Component):
     code : ``Out(Status)``
         How the last run stopped (``STATUS`` of ``sim_models.tile_isa``).
     stopped : ``Out(1)``
-        A one-cycle pulse when a run stops (the interrupt source).
+        A one-cycle pulse (a register) in the first cycle after a run stops, when ``busy``,
+        ``done``, ``code`` and ``pc`` already show the stop: the interrupt source.
     pc, steps, cycles : ``Out(16)``, ``Out(32)``, ``Out(32)``
         The instruction the machine is at (where it stopped), instructions executed (HALT
         included, like ``TileIss.run``), cycles of the run.
@@ -146,9 +147,10 @@ class Sequencer(wiring.Component):
         prog_wr = prog.write_port(granularity=32)
         m.d.comb += prog_rd.en.eq(0)                  # read only when asked (en resets to 1)
 
+        m.d.sync += self.stopped.eq(0)
+
         def stop(status):
-            m.d.sync += [self.busy.eq(0), self.done.eq(1), self.code.eq(status)]
-            m.d.comb += self.stopped.eq(1)
+            m.d.sync += [self.busy.eq(0), self.done.eq(1), self.code.eq(status), self.stopped.eq(1)]
             m.next = "IDLE"
 
         with m.If(self.busy):

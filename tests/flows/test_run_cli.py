@@ -57,6 +57,16 @@ def test_golden_run_and_the_default(capsys, checkpoints):
     assert _run(capsys, *args)[1] == out
 
 
+def test_iss_runs_mixed_formats(capsys, checkpoints):
+    """W4A8 on the ISS: the modelled tile's MAC array runs the formats asked for."""
+    args = ("--model", str(checkpoints["tiny-llama"]), "--prompt", "1,2", "--generate", "2",
+            "--act-format", "e4m3")
+    status, out, err = _run(capsys, *args, "--iss")
+    assert status == 0, err
+    assert "equal the golden model bit for bit" in out
+    assert out.startswith(_run(capsys, *args, "--golden")[1])
+
+
 def test_a_mismatch_exits_1(capsys, checkpoints, monkeypatch):
     original = TileRunner.generate
 

@@ -1,6 +1,7 @@
 """The tile's instruction set and instruction-level model, instruction by instruction: encoding,
 the weight layout, each instruction's effect against the golden operations, counters and faults."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +101,10 @@ def test_tile_config_validation():
         TileConfig(lanes=6)
     with pytest.raises(ValueError, match="spad_words must be a positive integer"):
         TileConfig(spad_words=0)
-    assert TileConfig().tile_cols == 32
+    for bad in (("e9m9",), (), ["e2m1"], ("e2m1", "e2m1")):
+        with pytest.raises(ValueError, match="mac_formats must be"):
+            TileConfig(mac_formats=bad)
+    assert TileConfig().tile_cols == 32 and TileConfig().mac_formats == ("e2m1",)
 
 
 # -- weight layout ----------------------------------------------------------------------------------
@@ -188,7 +192,7 @@ def test_gemm_equals_the_mx_layer(afmt, wfmt):
     packed = tile_weights.pack_mx(layer.codes, layer.scales, wfmt, TILE.tile_cols).tobytes()
     weights = b"\0" * 128 + packed + packed           # two "experts" at a stride of len(packed)
     x = rng.normal(size=(m, k)).astype(np.float32)
-    iss = _iss(weights)
+    iss = _iss(weights, tile=replace(TILE, mac_formats=FORMATS))
     iss.write_words(0, x)
     iss.run([I("LI", rd=4, imm=1),
              I("GEMM", dst=1000, src=0, m=m, k=k, n=n, w=128, w_r=4, w_stride=len(packed),
@@ -205,6 +209,10 @@ def test_gemm_faults():
     _fault(iss, [I("GEMM", dst=100, src=0, m=1, k=48, n=4)], "bad_field")
     _fault(iss, [I("GEMM", dst=100, src=0, m=0, k=32, n=4)], "bad_field")
     _fault(iss, [I("GEMM", dst=100, src=0, m=1, k=32, n=4, af=7)], "bad_field")
+    assert "the MAC array runs e2m1 only" in str(
+        _fault(iss, [I("GEMM", dst=100, src=0, m=1, k=32, n=4, af=3)], "bad_field"))
+    _fault(_iss(b"\0" * 4096, tile=replace(TILE, mac_formats=("e2m1", "e4m3"))),
+           [I("GEMM", dst=100, src=0, m=1, k=32, n=4, wf=4)], "bad_field")
     _fault(iss, [I("GEMM", dst=4090, src=0, m=1, k=32, n=8)], "spad_range")
     _fault(iss, [I("GEMM", dst=100, src=0, m=1, k=32, n=8, w=4000)], "weight_range")
 

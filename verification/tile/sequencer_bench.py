@@ -267,14 +267,16 @@ class Bench:
             for cycle in range(max_cycles):
                 if abort_after is not None and cycle == abort_after:
                     ctx.set(seq.abort, 1)
-                if not ctx.get(seq.busy):
-                    break
-                # sampled at the edge: the pulse may depend on what a model sets later in this cycle
-                *_, pulse = await ctx.tick().sample(seq.stopped)
+                *_, pulse, busy, code = await ctx.tick().sample(seq.stopped, seq.busy, seq.code)
                 stopped += pulse
+                if pulse:
+                    assert not busy and ctx.get(seq.code) == code, "the pulse comes with the stop"
+                if not busy and stopped:
+                    break
             else:
                 raise AssertionError(f"no stop within {max_cycles} cycles")
-            assert stopped == 1, f"one stop pulse per run, saw {stopped}"
+            await ctx.tick()
+            assert stopped == 1 and not ctx.get(seq.stopped), f"one stop pulse per run, saw {stopped}"
             assert ctx.get(seq.done)
             out.update(status=ctx.get(seq.code), pc=ctx.get(seq.pc), steps=ctx.get(seq.steps),
                        cycles=ctx.get(seq.cycles))

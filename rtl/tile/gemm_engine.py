@@ -1,0 +1,432 @@
+"""The tile's GEMM engine: checks a ``GEMM`` instruction, quantizes its activations from the
+scratchpad, streams its MX weight from the weight port through the MAC array and writes the results
+back."""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from rtl.common.parameters import parameter_error
+from rtl.mx.layouts import BLOCK_SIZE, MXBlock, a_beat, b_beat
+from rtl.mx.mac_array import MacArray
+from rtl.mx.quantizer import MXQuantizer, QuantizeMode
+from rtl.tile.layouts import (
+    SPAD_EA_BITS,
+    WEIGHT_ADDR_BITS,
+    GemmCommand,
+    Status,
+    gemm_signature,
+    weight_data_layout,
+    weight_request_layout,
+    wide_port_signature,
+)
+from sim_models.tile_isa import FORMATS, TileConfig
+
+__all__ = ["GemmEngine", "BLOCK_BYTES"]
+
+BLOCK_BYTES = 17
+"""Bytes of one stored E2M1 weight block: 16 bytes of codes, then the E8M0 scale
+(``sim_models.tile_weights``); read little-endian they are exactly an
+:data:`rtl.mx.layouts.MXBlock`."""
+
+_E2M1 = FORMATS.index("e2m1")
+
+
+class GemmEngine(wiring.Component):
+    """Runs one ``GEMM``: the checks of ``docs/tile_isa.md`` in the ISS's order, then the MAC array.
+
+    ``dst (m x n) = quantize_rows(src (m x k), af) @ W`` bit-exactly like
+    ``sim_models.tile_iss.TileIss._x_GEMM``: each binary32 row of the activations quantized along
+    ``k`` (mode ``floor``), multiplied with the MX weight ``(k, n)`` stored at byte offset ``w`` of
+    the weight image (``sim_models.tile_weights`` layout), binary32 results, ``c = +0``.
+
+    Checks, in order (each answers its status without reading or writing anything): ``m``, ``n``
+    or ``k`` zero or ``k`` not a multiple of 32, a format code above 4, a format the MAC array does
+    not run (anything but E2M1 x E2M1: ``TileConfig.mac_formats``) (``bad_field``); the activations
+    ``src + m*k``, then the destination ``dst + m*n`` beyond the scratchpad (``spad_range``); a weight
+    offset not a multiple of 4 or ``w + (k/32)*n*17`` beyond ``weight_size`` (``weight_range``).
+
+    Then three phases:
+
+    1. Quantize: the ``m * k`` activation words are read in order through the scratchpad's row
+       port (``32 / lanes`` reads per 32-word block), each block goes through the MX quantizer
+       (E2M1, ``floor``) into the A buffer (``spad_words / 32`` blocks of 136 bits: the range
+       check guarantees that the whole quantized operand fits). Everything is read before anything
+       is written, so ``dst`` may overlap ``src`` in any way, as in the ISS.
+    2. Tiles: for each M-tile of ``rows`` rows and each N-tile of ``cols * interleave`` columns,
+       one weight-port request for the N-tile's bytes (from the 4-byte aligned address at or below
+       its first byte, the length rounded up to a multiple of 4; the leading and trailing bytes are
+       dropped), one MAC-array command, the A beats from the A buffer (rows beyond ``m`` are zero
+       blocks) and the B beats unpacked from the byte stream (17-byte blocks in image order,
+       ``cols`` blocks a beat; the columns of a partial last N-tile beyond ``n`` are zero blocks).
+       Each M-tile re-streams the weight (as the ISS counts it).
+    3. Results: concurrently with the tiles, every result beat is written to the destination rows
+       it belongs to (``rows`` masked row-port writes a beat; rows ``>= m`` and columns ``>= n`` are
+       never written).
+
+    A weight-port error (``werror``, sticky in the port) stops the engine at the next tile boundary
+    (the tile's byte range drained to its ``last`` beat, its results written) with ``bus_error``.
+
+    Parameters
+    ----------
+    config : TileConfig, optional
+        ``rows``, ``cols``, ``interleave`` (the MAC array), ``lanes`` and ``spad_words`` (the row
+        port); ``mac_formats`` must be ``("e2m1",)``, what the array runs.
+    data_bytes : int
+        Bytes per beat of the weight port's data stream (a power of two, at least 4).
+
+    Interface attributes
+    --------------------
+    ctl : ``In(gemm_signature())``
+        The sequencer's: one :data:`~rtl.tile.layouts.GemmCommand`, then one status.
+    weight_base, weight_size : ``In(40)``
+        AXI byte address and size of the weight image; ``w`` is an offset into it.
+    wreq : ``Out(stream.Signature(weight_request_layout()))``
+        Byte ranges ``{addr, length}`` (both multiples of 4) of the weight memory.
+    wdata : ``In(stream.Signature(weight_data_layout(data_bytes)))``
+        Their bytes, little-endian, the first beat starting at ``addr``, ``last`` on a range's
+        final beat (``ceil(length / data_bytes)`` beats).
+    werror : ``In(1)``
+        The weight port saw an error response.
+    spad : ``Out(wide_port_signature(spad_words, lanes))``
+        The scratchpad's row port.
+
+    Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), an A FIFO of 2
+    beats and a B FIFO of ``interleave`` beats (``rows`` and ``cols`` blocks of 136 bits), the byte
+    unpacker (``34 + data_bytes`` bytes), the quantizer (E2M1 only) and the MAC array.
+
+    Timing
+    ------
+    A fault is answered 2 or 3 cycles after the command. A GEMM takes 3 cycles of checks, then
+    ``m * k / min(lanes, 32)`` cycles of scratchpad reads (one a cycle) plus the quantizer's 6,
+    then per tile about 6 cycles of set-up, the weight port's latency and the tile's weight beats
+    (``ceil((k/32) * w * 17 / data_bytes)`` for ``w`` columns: a B beat needs ``17 * cols`` bytes,
+    so the weight stream is this schedule's bottleneck, not the array's one beat a cycle); the
+    results of a tile are written while the next one streams (``rows * ceil(cols / lanes)`` cycles
+    a result beat), and after the last tile the array's latency and that tile's writes. Measured
+    in the Amaranth simulator with weight data every cycle and 8-byte beats
+    (``tests/rtl/tile/test_gemm_engine.py`` checks these): rows 2, cols 2, interleave 2, lanes 4:
+    ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 161 cycles, ``2, 96, 9`` (1 x 3 tiles) 164 cycles; the
+    default array (4 x 4, interleave 8, lanes 8): ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes)
+    315 cycles.
+
+    The weight requests are 4-byte aligned: an N-tile that starts or ends inside a word reads that
+    whole word (at most 3 bytes before or after the tensor, inside the image except when
+    ``weight_size`` is not a multiple of 4).
+    """
+
+    def __init__(self, config: TileConfig | None = None, *, data_bytes=8):
+        self.config = TileConfig() if config is None else config
+        if not isinstance(data_bytes, int) or data_bytes < 4 or data_bytes & (data_bytes - 1):
+            raise parameter_error(self, ValueError, f"data_bytes must be a power of two of at least 4, "
+                                  f"got {data_bytes!r}")
+        if self.config.mac_formats != ("e2m1",):
+            raise parameter_error(self, ValueError, f"the MAC array runs E2M1 x E2M1 only: mac_formats "
+                                  f"must be ('e2m1',), got {self.config.mac_formats!r}")
+        self.data_bytes = data_bytes
+        super().__init__({
+            "ctl": In(gemm_signature()),
+            "weight_base": In(WEIGHT_ADDR_BITS),
+            "weight_size": In(WEIGHT_ADDR_BITS),
+            "wreq": Out(stream.Signature(weight_request_layout())),
+            "wdata": In(stream.Signature(weight_data_layout(data_bytes))),
+            "werror": In(1),
+            "spad": Out(wide_port_signature(self.config.spad_words, self.config.lanes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        rows, cols, slots, lanes = cfg.rows, cfg.cols, cfg.interleave, cfg.lanes
+        tile_cols = cols * slots
+        db = self.data_bytes
+        per_read = min(lanes, BLOCK_SIZE)           # words of a block per row-port read
+        reads = BLOCK_SIZE // per_read              # row-port reads per block
+        parts = -(-cols // lanes)                   # row-port writes per row of a result beat
+        depth = max(1, cfg.spad_words // BLOCK_SIZE)
+        block_bits = MXBlock.size
+
+        m.submodules.quantizer = quant = MXQuantizer("fp32", ("e2m1",))
+        m.submodules.array = mac = MacArray(rows, cols, interleave=slots)
+        m.submodules.abuf = abuf = Memory(shape=block_bits, depth=depth, init=[])
+        ab_wr, ab_rd = abuf.write_port(), abuf.read_port()
+        m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
+        m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=2)
+        m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=max(2, slots))
+        m.d.comb += [mac.a.valid.eq(afifo.r_rdy), mac.a.payload.eq(afifo.r_data), afifo.r_en.eq(mac.a.ready),
+                     mac.b.valid.eq(bfifo.r_rdy), mac.b.payload.eq(bfifo.r_data), bfifo.r_en.eq(mac.b.ready)]
+
+        # -- the command and its checks -------------------------------------------------------------
+        c = Signal(GemmCommand)
+        kb = c.k[5:]                                # k-blocks
+        src_end = Signal(SPAD_EA_BITS + 29)
+        dst_end = Signal(SPAD_EA_BITS + 33)
+        w_end = Signal(len(c.w) + 1)
+        total = Signal(24)                          # blocks of the activations (m * k / 32)
+        kb_bytes = Signal(16)                       # bytes of one column of the weight (k/32 * 17)
+        m.d.sync += [src_end.eq(c.src + c.m * c.k), dst_end.eq(c.dst + c.m * c.n),
+                     w_end.eq(c.w + kb * c.n * BLOCK_BYTES), total.eq(c.m * kb),
+                     kb_bytes.eq(kb * BLOCK_BYTES)]
+        bad_field = (c.m == 0) | (c.n == 0) | (c.k == 0) | (c.k[:5] != 0) | \
+            (c.af >= len(FORMATS)) | (c.wf >= len(FORMATS)) | (c.af != _E2M1) | (c.wf != _E2M1)
+        err = Signal()                              # werror seen during this command
+
+        # -- phase 1: scratchpad -> quantizer -> A buffer -------------------------------------------
+        quantizing = Signal()
+        q_addr = Signal(SPAD_EA_BITS)
+        q_part = Signal(range(reads))
+        q_issued = Signal(24)                       # blocks whose reads are all issued
+        q_written = Signal(24)                      # blocks in the A buffer
+        tag_valid, tag_part = Signal(), Signal(range(reads))
+        gather = Signal(data.ArrayLayout(32, BLOCK_SIZE))
+        issue_q = quantizing & (q_issued != total)
+        m.d.sync += [tag_valid.eq(issue_q), tag_part.eq(q_part)]
+        with m.If(issue_q):
+            m.d.comb += [self.spad.rd_addr.eq(q_addr), self.spad.rd_en.eq(1)]
+            m.d.sync += q_addr.eq(q_addr + per_read)
+            with m.If(q_part == reads - 1):
+                m.d.sync += [q_part.eq(0), q_issued.eq(q_issued + 1)]
+            with m.Else():
+                m.d.sync += q_part.eq(q_part + 1)
+        for p in range(reads - 1):
+            with m.If(tag_valid & (tag_part == p)):
+                m.d.sync += [gather[p * per_read + j].eq(self.spad.rd_data[j]) for j in range(per_read)]
+        last_part = (reads - 1) * per_read
+        # With o.ready tied high the quantizer's i.ready is always high: no block waits.
+        m.d.comb += [
+            quant.i.valid.eq(tag_valid & (tag_part == reads - 1)),
+            quant.i.payload.mode.eq(QuantizeMode.FLOOR),
+            *[quant.i.payload.values[j].eq(gather[j]) for j in range(last_part)],
+            *[quant.i.payload.values[last_part + j].eq(self.spad.rd_data[j]) for j in range(per_read)],
+            quant.o.ready.eq(1),
+        ]
+        with m.If(quant.o.valid):
+            m.d.comb += [ab_wr.en.eq(1), ab_wr.addr.eq(q_written), ab_wr.data.eq(quant.o.payload)]
+            m.d.sync += q_written.eq(q_written + 1)
+
+        # -- phase 2: tiles -------------------------------------------------------------------------
+        streaming = Signal()
+        mt_row = Signal(13)                         # first row of the M-tile
+        n0 = Signal(21)                             # first column of the N-tile
+        a_base = Signal(24)                         # A-buffer index of row mt_row, block 0
+        wt_off = Signal(WEIGHT_ADDR_BITS + 2)       # byte offset of the N-tile in the weight
+        w_cols = Signal(range(tile_cols + 1))       # columns of this N-tile
+        tile_bytes = Signal(32)
+        full_addr = Signal(WEIGHT_ADDR_BITS + 2)
+        skip = Signal(2)
+        tiles_fed = Signal(32)
+        tiles_written = Signal(32)
+
+        # A beats: rows blocks read from the A buffer, one per cycle, then into the A FIFO.
+        a_kk = Signal(16)                           # A beats started
+        a_ptr = Signal(24)                          # A-buffer index of (mt_row, a_kk)
+        a_busy = Signal()
+        a_r = Signal(range(rows))
+        a_rd = Signal(24)
+        a_tag_valid, a_tag_r, a_tag_ok = Signal(), Signal(range(rows)), Signal()
+        a_next = Signal(a_beat(rows))
+        with m.If(streaming & ~a_busy & ~a_tag_valid & (a_kk != kb) & afifo.w_rdy):
+            m.d.sync += [a_busy.eq(1), a_r.eq(0), a_rd.eq(a_ptr), a_ptr.eq(a_ptr + 1), a_kk.eq(a_kk + 1)]
+        m.d.sync += a_tag_valid.eq(a_busy)
+        with m.If(a_busy):
+            m.d.comb += [ab_rd.addr.eq(a_rd), ab_rd.en.eq(1)]
+            m.d.sync += [a_tag_r.eq(a_r), a_tag_ok.eq(mt_row + a_r < c.m), a_rd.eq(a_rd + kb),
+                         a_r.eq(a_r + 1)]
+            with m.If(a_r == rows - 1):
+                m.d.sync += a_busy.eq(0)
+        a_block = Mux(a_tag_ok, ab_rd.data, 0)
+        with m.If(a_tag_valid):
+            for r in range(rows - 1):
+                with m.If(a_tag_r == r):
+                    m.d.sync += a_next[r].eq(a_block)
+        m.d.comb += [afifo.w_en.eq(a_tag_valid & (a_tag_r == rows - 1)),
+                     afifo.w_data.eq(Cat(*[a_next[r] for r in range(rows - 1)], a_block))]
+
+        # B beats: the weight bytes unpacked into 17-byte blocks, cols blocks a beat.
+        cap = 2 * BLOCK_BYTES + db                  # bytes the unpacker holds
+        ub = Signal(8 * cap)
+        ucount = Signal(range(cap + 1))
+        first_beat, seen_last = Signal(), Signal()
+        b_j = Signal(range(tile_cols))              # tile column of the next block
+        b_c = Signal(range(cols))
+        b_kk = Signal(16)                           # k-blocks done
+        b_reg = Signal(b_beat(cols))
+        b_done = b_kk == kb
+        real = b_j < w_cols
+        place = streaming & ~b_done & (~real | (ucount >= BLOCK_BYTES)) & ((b_c != cols - 1) | bfifo.w_rdy)
+        take = place & real
+        block = Mux(real, ub[:block_bits], 0)
+        with m.If(place):
+            with m.If(b_c == cols - 1):
+                m.d.sync += b_c.eq(0)
+            with m.Else():
+                m.d.sync += b_c.eq(b_c + 1)
+            for col in range(cols - 1):
+                with m.If(b_c == col):
+                    m.d.sync += b_reg[col].eq(block)
+            with m.If(b_j == tile_cols - 1):
+                m.d.sync += [b_j.eq(0), b_kk.eq(b_kk + 1)]
+            with m.Else():
+                m.d.sync += b_j.eq(b_j + 1)
+        m.d.comb += [bfifo.w_en.eq(place & (b_c == cols - 1)),
+                     bfifo.w_data.eq(Cat(*[b_reg[col] for col in range(cols - 1)], block))]
+
+        after = Signal(range(cap + 1))              # bytes held once this cycle's block is taken
+        drop = Signal(2)                            # leading bytes of this beat to drop
+        m.d.comb += [after.eq(ucount - Mux(take, BLOCK_BYTES, 0)), drop.eq(Mux(first_beat, skip, 0))]
+        m.d.comb += self.wdata.ready.eq(streaming & ~seen_last & (b_done | (after + db - drop <= cap)))
+        accept = self.wdata.valid & self.wdata.ready
+        shifted = Mux(take, ub >> block_bits, ub)
+        incoming = self.wdata.payload.data >> Cat(Const(0, 3), drop)
+        with m.If(accept):
+            m.d.sync += [seen_last.eq(self.wdata.payload.last), first_beat.eq(0)]
+        with m.If(accept & ~b_done):
+            m.d.sync += [ub.eq(shifted | (incoming << Cat(Const(0, 3), after))), ucount.eq(after + db - drop)]
+        with m.Elif(take):
+            m.d.sync += [ub.eq(shifted), ucount.eq(after)]
+
+        tile_fed = (a_kk == kb) & ~a_busy & ~a_tag_valid & b_done & seen_last
+
+        # -- phase 3: result beats -> destination rows ----------------------------------------------
+        o_mt_row = Signal(13)
+        o_n0 = Signal(21)
+        o_s = Signal(range(slots))
+        o_r = Signal(range(rows))
+        o_p = Signal(range(parts))
+        o_mrow_base = Signal(SPAD_EA_BITS + 8)      # dst + o_mt_row * n
+        o_tile_base = Signal(SPAD_EA_BITS + 8)      # ... + o_n0
+        o_beat_base = Signal(SPAD_EA_BITS + 8)      # ... + o_s * cols
+        o_row_addr = Signal(SPAD_EA_BITS + 8)       # ... + o_r * n
+        o_addr = Signal(SPAD_EA_BITS + 8)           # ... + o_p * lanes
+        o_beat_col = Signal(22)                     # o_n0 + o_s * cols
+        o_col = Signal(22)                          # ... + o_p * lanes
+        row_data = Array(mac.o.payload.data[r] for r in range(rows))[o_r]
+        wr_lane = [Signal(32, name=f"wr_lane{j}") for j in range(lanes)]
+        with m.Switch(o_p):
+            for p in range(parts):
+                with m.Case(p):
+                    for j in range(min(lanes, cols - p * lanes)):
+                        m.d.comb += wr_lane[j].eq(row_data[p * lanes + j])
+        m.d.comb += [
+            self.spad.wr_en.eq(mac.o.valid & (o_mt_row + o_r < c.m)),
+            self.spad.wr_addr.eq(o_addr),
+            self.spad.wr_mask.eq(Cat(((o_p * lanes + j < cols) & (o_col + j < c.n)) for j in range(lanes))),
+            *[self.spad.wr_data[j].eq(wr_lane[j]) for j in range(lanes)],
+        ]
+        beat_done = (o_r == rows - 1) & (o_p == parts - 1)
+        m.d.comb += mac.o.ready.eq(beat_done)
+        with m.If(mac.o.valid):
+            with m.If(o_p != parts - 1):
+                m.d.sync += [o_p.eq(o_p + 1), o_addr.eq(o_addr + lanes), o_col.eq(o_col + lanes)]
+            with m.Elif(o_r != rows - 1):
+                m.d.sync += [o_p.eq(0), o_r.eq(o_r + 1), o_row_addr.eq(o_row_addr + c.n),
+                             o_addr.eq(o_row_addr + c.n), o_col.eq(o_beat_col)]
+            with m.Elif(o_s != slots - 1):
+                m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(o_s + 1),
+                             o_beat_base.eq(o_beat_base + cols), o_row_addr.eq(o_beat_base + cols),
+                             o_addr.eq(o_beat_base + cols),
+                             o_beat_col.eq(o_beat_col + cols), o_col.eq(o_beat_col + cols)]
+            with m.Else():                          # the tile's last beat
+                m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(0), tiles_written.eq(tiles_written + 1)]
+                with m.If(o_n0 + tile_cols >= c.n):
+                    next_base = o_mrow_base + c.n * rows
+                    m.d.sync += [o_n0.eq(0), o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_base),
+                                 o_tile_base.eq(next_base), o_beat_base.eq(next_base),
+                                 o_row_addr.eq(next_base), o_addr.eq(next_base),
+                                 o_beat_col.eq(0), o_col.eq(0)]
+                with m.Else():
+                    next_base = o_tile_base + tile_cols
+                    m.d.sync += [o_n0.eq(o_n0 + tile_cols), o_tile_base.eq(next_base),
+                                 o_beat_base.eq(next_base), o_row_addr.eq(next_base), o_addr.eq(next_base),
+                                 o_beat_col.eq(o_n0 + tile_cols), o_col.eq(o_n0 + tile_cols)]
+
+        # -- control --------------------------------------------------------------------------------
+        status = self.ctl.resp.payload.status
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.ctl.cmd.ready.eq(1)
+                with m.If(self.ctl.cmd.valid):
+                    m.d.sync += [c.eq(self.ctl.cmd.payload), err.eq(0)]
+                    m.next = "FIELDS"
+            with m.State("FIELDS"):                 # the ends and products are being computed
+                with m.If(bad_field):
+                    m.d.sync += status.eq(Status.BAD_FIELD)
+                    m.next = "RESPOND"
+                with m.Else():
+                    m.next = "RANGES"
+            with m.State("RANGES"):
+                with m.If(src_end > cfg.spad_words):
+                    m.d.sync += status.eq(Status.SPAD_RANGE)
+                    m.next = "RESPOND"
+                with m.Elif(dst_end > cfg.spad_words):
+                    m.d.sync += status.eq(Status.SPAD_RANGE)
+                    m.next = "RESPOND"
+                with m.Elif((c.w[:2] != 0) | (w_end > self.weight_size)):
+                    m.d.sync += status.eq(Status.WEIGHT_RANGE)
+                    m.next = "RESPOND"
+                with m.Else():
+                    m.d.sync += [quantizing.eq(1), q_addr.eq(c.src), q_part.eq(0), q_issued.eq(0),
+                                 q_written.eq(0),
+                                 mt_row.eq(0), n0.eq(0), a_base.eq(0), wt_off.eq(0),
+                                 tiles_fed.eq(0), tiles_written.eq(0),
+                                 o_mt_row.eq(0), o_n0.eq(0), o_s.eq(0), o_r.eq(0), o_p.eq(0),
+                                 o_mrow_base.eq(c.dst), o_tile_base.eq(c.dst), o_beat_base.eq(c.dst),
+                                 o_row_addr.eq(c.dst), o_addr.eq(c.dst), o_beat_col.eq(0), o_col.eq(0)]
+                    m.next = "QUANTIZE"
+            with m.State("QUANTIZE"):
+                with m.If(self.werror):
+                    m.d.sync += err.eq(1)
+                with m.If((q_issued == total) & (q_written == total)):
+                    m.d.sync += quantizing.eq(0)
+                    m.next = "SETUP"
+            with m.State("SETUP"):
+                m.d.sync += [w_cols.eq(Mux(c.n - n0 >= tile_cols, tile_cols, c.n - n0)),
+                             full_addr.eq(self.weight_base + c.w[:WEIGHT_ADDR_BITS] + wt_off)]
+                m.next = "SIZE"
+            with m.State("SIZE"):
+                m.d.sync += [tile_bytes.eq(kb_bytes * w_cols), skip.eq(full_addr[:2])]
+                m.next = "REQUEST"
+            with m.State("REQUEST"):
+                length = Signal(34)
+                m.d.comb += [length.eq(skip + tile_bytes + 3),
+                             self.wreq.valid.eq(1),
+                             self.wreq.payload.addr.eq(Cat(Const(0, 2), full_addr[2:])),
+                             self.wreq.payload.length.eq(Cat(Const(0, 2), length[2:]))]
+                with m.If(self.wreq.ready):
+                    m.d.sync += [a_kk.eq(0), a_ptr.eq(a_base), b_j.eq(0), b_c.eq(0), b_kk.eq(0),
+                                 ucount.eq(0), ub.eq(0), first_beat.eq(1), seen_last.eq(0)]
+                    m.next = "COMMAND"
+            with m.State("COMMAND"):
+                m.d.comb += [mac.cmd.valid.eq(1), mac.cmd.payload.blocks.eq(kb), mac.cmd.payload.has_c.eq(0)]
+                with m.If(mac.cmd.ready):
+                    m.d.sync += [tiles_fed.eq(tiles_fed + 1), streaming.eq(1)]
+                    m.next = "STREAM"
+            with m.State("STREAM"):
+                with m.If(self.werror):
+                    m.d.sync += err.eq(1)
+                with m.If(tile_fed):
+                    m.d.sync += streaming.eq(0)
+                    m.next = "NEXT"
+            with m.State("NEXT"):
+                last_n = n0 + tile_cols >= c.n
+                last_m = mt_row + rows >= c.m
+                with m.If(last_n):
+                    m.d.sync += [n0.eq(0), wt_off.eq(0), mt_row.eq(mt_row + rows),
+                                 a_base.eq(a_base + kb * rows)]
+                with m.Else():
+                    m.d.sync += [n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)]
+                with m.If(err | self.werror | (last_n & last_m)):
+                    m.next = "DRAIN"
+                with m.Else():
+                    m.next = "SETUP"
+            with m.State("DRAIN"):                  # the results of the last tiles are written
+                with m.If(tiles_written == tiles_fed):
+                    m.d.sync += status.eq(Mux(err | self.werror, Status.BUS_ERROR, Status.OK))
+                    m.next = "RESPOND"
+            with m.State("RESPOND"):
+                m.d.comb += self.ctl.resp.valid.eq(1)
+                with m.If(self.ctl.resp.ready):
+                    m.next = "IDLE"
+        return m
