@@ -63,6 +63,10 @@ TOPS = [
         description="one router output's allocator alone: the local port's 20 requesters, static VCs; "
                     "poblano fpga --top builds it"),
     Top("tile_weight_port", "rtl.tile.weight_port:WeightPort", description="AXI4 weight reader, 8-B beats"),
+    Top("tile", "rtl.tile.tile:Tile", {},
+        description="compute tile (TileConfig defaults): AXI4-Lite registers, sequencer, 65,536-word "
+                    "scratchpad in 8 banks, VOP engine and 8-lane vector unit, GEMM engine with the MX "
+                    "quantizer and 4x4 MAC array, AXI4 weight port"),
 ]
 
 

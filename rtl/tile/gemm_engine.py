@@ -153,8 +153,8 @@ class GemmEngine(wiring.Component):
         m.submodules.abuf = abuf = Memory(shape=block_bits, depth=depth, init=[])
         ab_wr, ab_rd = abuf.write_port(), abuf.read_port()
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
-        m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=2)
-        m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=max(2, slots))
+        m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=3)
+        m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=max(3, slots))
         m.d.comb += [mac.a.valid.eq(afifo.r_rdy), mac.a.payload.eq(afifo.r_data), afifo.r_en.eq(mac.a.ready),
                      mac.b.valid.eq(bfifo.r_rdy), mac.b.payload.eq(bfifo.r_data), bfifo.r_en.eq(mac.b.ready)]
 
@@ -294,7 +294,7 @@ class GemmEngine(wiring.Component):
         o_n0 = Signal(21)
         o_s = Signal(range(slots))
         o_r = Signal(range(rows))
-        o_p = Signal(range(parts))
+        o_p = Signal(range(max(2, parts)))      # (at least one bit: no zero-width nets)
         o_mrow_base = Signal(SPAD_EA_BITS + 8)      # dst + o_mt_row * n
         o_tile_base = Signal(SPAD_EA_BITS + 8)      # ... + o_n0
         o_beat_base = Signal(SPAD_EA_BITS + 8)      # ... + o_s * cols

@@ -103,8 +103,12 @@ class Scratchpad(wiring.Component):
 
         for b, (read, write) in enumerate(banks):
             lane = (b + lanes - wr_rot)[:shift] if shift else 0   # the row lane landing in bank b
-            row_rd = (wide.rd_addr >> shift) + (b < (wide.rd_addr[:shift] if shift else 0))
-            row_wr = (wide.wr_addr >> shift) + (b < wr_rot)
+            # bank b holds word addr + j from the next bank row when b < addr % lanes (never for
+            # the last bank: no constant comparison in the netlist)
+            later_rd = (b < wide.rd_addr[:shift]) if b < lanes - 1 else 0
+            later_wr = (b < wr_rot) if b < lanes - 1 else 0
+            row_rd = (wide.rd_addr >> shift) + later_rd
+            row_wr = (wide.wr_addr >> shift) + later_wr
             m.d.comb += read.en.eq(0)                 # (a read port's en resets to 1)
             with m.If(w_rd_en):
                 m.d.comb += [read.addr.eq(w_rd_addr >> shift), read.en.eq(1)]

@@ -1,0 +1,131 @@
+"""The compute tile: a sequencer running a program over the scratchpad, the vector unit and the
+weight port, behind an AXI4-Lite register block."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.common.axi import Axi4ReadSignature, AxiLiteSignature
+from rtl.tile.axil_registers import AxilRegisters
+from rtl.tile.gemm_engine import GemmEngine
+from rtl.tile.layouts import WEIGHT_ADDR_BITS, Status
+from rtl.tile.register_map import tile_register_map
+from rtl.tile.scratchpad import Scratchpad
+from rtl.tile.sequencer import Sequencer
+from rtl.tile.vop_engine import VopEngine
+from rtl.tile.weight_port import WeightPort
+from rtl.vpu.vector_unit import VectorUnit
+from sim_models.tile_isa import TileConfig
+
+__all__ = ["Tile"]
+
+
+class Tile(wiring.Component):
+    """One compute tile: program memory, sequencer, scratchpad, VOP engine, vector unit, weight port.
+
+    The host loads a program, registers and scratchpad words through ``s_axil`` (the map of
+    ``docs/tile_registers.md``), writes ``CTRL.start`` and waits for ``irq`` (or polls ``STATUS``);
+    the program runs bit-exactly like ``sim_models.tile_iss.TileIss`` for every instruction the tile
+    implements so far (see :class:`~rtl.tile.sequencer.Sequencer`), reading its weights through
+    ``m_axi`` from the image at ``WEIGHT_BASE``.
+
+    Parameters
+    ----------
+    config : TileConfig
+        Scratchpad words, lanes, the vector unit's ``max_k`` and ``rope_length``, MAC array shape.
+    prog_words : int
+        Program memory, in instructions.
+    data_bytes : int
+        Width of the weight port (bytes per AXI beat).
+    multiplier : ``"dsp"`` or ``"lut"``
+        The vector unit's multipliers.
+
+    Interface attributes
+    --------------------
+    s_axil : ``In(AxiLiteSignature(addr_bits=23))``
+        Host registers and windows.
+    m_axi : ``Out(Axi4ReadSignature(addr_bits=40, data_bits=8 * data_bytes))``
+        Weight memory reads.
+    irq : ``Out(1)``
+        ``IRQ_STATUS & IRQ_ENABLE``: ``done`` when a run stops, ``error`` when it stops on a fault.
+    """
+
+    def __init__(self, config: TileConfig | None = None, *, prog_words=1024, data_bytes=8,
+                 multiplier="dsp"):
+        self.config = TileConfig() if config is None else config
+        self.prog_words = prog_words
+        self.data_bytes = data_bytes
+        self.multiplier = multiplier
+        self.register_map = tile_register_map(
+            spad_words=self.config.spad_words, prog_words=prog_words, rows=self.config.rows,
+            cols=self.config.cols, interleave=self.config.interleave, lanes=self.config.lanes)
+        super().__init__({
+            "s_axil": In(AxiLiteSignature(addr_bits=self.register_map.addr_bits)),
+            "m_axi": Out(Axi4ReadSignature(addr_bits=WEIGHT_ADDR_BITS, data_bits=8 * data_bytes)),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.regs = regs = AxilRegisters(self.register_map)
+        m.submodules.seq = seq = Sequencer(cfg, prog_words=self.prog_words, data_bytes=self.data_bytes)
+        m.submodules.spad = spad = Scratchpad(cfg.spad_words, cfg.lanes)
+        m.submodules.vop = vop = VopEngine(cfg)
+        m.submodules.vpu = vpu = VectorUnit(cfg.lanes, multiplier=self.multiplier, max_k=cfg.vpu_max_k,
+                                            rope_length=cfg.vpu_rope_length)
+        m.submodules.gemm = gemm = GemmEngine(cfg, data_bytes=self.data_bytes)
+        m.submodules.weights = weights = WeightPort(data_bytes=self.data_bytes)
+
+        # host
+        wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
+        m.d.comb += self.irq.eq(regs.irq)
+        weight_base = Cat(regs.weight_base_lo, regs.weight_base_hi)
+        weight_size = Cat(regs.weight_size_lo, regs.weight_size_hi)
+        m.d.comb += [seq.start.eq(regs.ctrl.data.start), seq.abort.eq(regs.ctrl.data.abort),
+                     seq.prog_len.eq(regs.prog_len), seq.step_limit.eq(regs.step_limit),
+                     seq.weight_base.eq(weight_base), seq.weight_size.eq(weight_size),
+                     gemm.weight_base.eq(weight_base), gemm.weight_size.eq(weight_size),
+                     regs.status.busy.eq(seq.busy), regs.status.done.eq(seq.done),
+                     regs.status.code.eq(seq.code), regs.pc.eq(seq.pc), regs.steps.eq(seq.steps),
+                     regs.cycles.eq(seq.cycles),
+                     regs.irq_status.done.eq(seq.stopped),
+                     regs.irq_status.error.eq(seq.stopped & (seq.code != Status.OK))]
+        wiring.connect(m, regs.gpr, seq.gpr)
+        wiring.connect(m, regs.program, seq.program)
+        wiring.connect(m, regs.spad, spad.host)
+        m.d.comb += spad.host_enable.eq(~seq.busy)
+
+        # The GEMM engine owns the scratchpad's row port and the weight port from its command to
+        # its status; the sequencer runs one instruction at a time, so nothing else uses them then.
+        gemm_active = Signal()
+        with m.If(seq.gemm.cmd.valid & seq.gemm.cmd.ready):
+            m.d.sync += gemm_active.eq(1)
+        with m.Elif(seq.gemm.resp.valid & seq.gemm.resp.ready):
+            m.d.sync += gemm_active.eq(0)
+        wiring.connect(m, seq.gemm, gemm.ctl)
+
+        # scratchpad, VOP engine, vector unit
+        wiring.connect(m, seq.spad, spad.core)
+        wiring.connect(m, seq.vop, vop.ctl)
+        for name in ("vcmd", "va", "vb", "vc"):
+            wiring.connect(m, getattr(vop, name), getattr(vpu, name[1:]))
+        wiring.connect(m, vpu.o, vop.vo)
+        row = spad.wide
+        for name in ("rd_addr", "rd_en", "wr_addr", "wr_en", "wr_mask", "wr_data"):
+            m.d.comb += getattr(row, name).eq(Mux(gemm_active, getattr(gemm.spad, name),
+                                                  getattr(vop.spad, name)))
+        m.d.comb += [vop.spad.rd_data.eq(row.rd_data), gemm.spad.rd_data.eq(row.rd_data)]
+
+        # weight port: the sequencer's copies, or the GEMM engine's weight stream
+        for user in (seq, gemm):
+            m.d.comb += user.werror.eq(weights.error)
+        with m.If(gemm_active):
+            wiring.connect(m, gemm.wreq, weights.req)
+            wiring.connect(m, weights.o, gemm.wdata)
+        with m.Else():
+            wiring.connect(m, seq.wreq, weights.req)
+            wiring.connect(m, weights.o, seq.wdata)
+        m.d.comb += weights.clear_error.eq(seq.start)
+        wiring.connect(m, weights.m_axi, wiring.flipped(self.m_axi))
+        return m
