@@ -74,6 +74,12 @@ def _vpu(*fast, proofs=(), note="cocotb: through VectorUnit"):
     return _Override(fast=tuple(f"tests/rtl/vpu/{name}" for name in fast), proofs=proofs, cocotb=_VPU_COCOTB,
                      note=note)
 
+def _tile(*fast, note="cocotb: through the tile"):
+    """A compute-tile file: its own fast tests (against the ISS), then the tile's cocotb regression."""
+    return _Override(fast=tuple(f"tests/rtl/tile/{name}" for name in fast),
+                     cocotb=("tests/rtl/tile/test_tile_cocotb.py",), note=note)
+
+
 #: RTL file -> its tests, for every file whose tests do not follow the naming convention (or that
 #: is also exercised by the cocotb tests of the blocks using it). An entry replaces the convention.
 OVERRIDES = {
@@ -144,6 +150,12 @@ OVERRIDES = {
     "rtl/vpu/round_pack.py": _vpu("test_round_pack.py", "test_fp32_fma.py"),
     "rtl/vpu/topk.py": _vpu("test_topk.py", proofs=("vpu_topk*",)),
     "rtl/vpu/vector_unit.py": _vpu(note="through its cocotb regression"),
+    "rtl/tile/layouts.py": _tile("test_sequencer.py", "test_vop_engine.py", "test_gemm_engine.py"),
+    "rtl/tile/scratchpad.py": _tile("test_scratchpad.py", "test_sequencer.py", "test_vop_engine.py"),
+    "rtl/tile/sequencer.py": _tile("test_sequencer.py"),
+    "rtl/tile/vop_engine.py": _tile("test_vop_engine.py"),
+    "rtl/tile/gemm_engine.py": _tile("test_gemm_engine.py"),
+    "rtl/tile/tile.py": _tile(note="only through the tile's cocotb regression"),
 }
 
 

@@ -385,36 +385,24 @@ class Sequencer(wiring.Component):
                     m.d.sync += t.eq(t + 1)
                     m.next = "EMBED_ROW_READ"
 
-            # -- VOP: the VOP engine checks and runs it ----------------------------------------------
-            with m.State("VOP_ISSUE"):
-                m.d.comb += self.vop.cmd.valid.eq(1)
-                with m.If(self.vop.cmd.ready):
-                    m.next = "VOP_WAIT"
-            with m.State("VOP_WAIT"):
-                m.d.comb += self.vop.resp.ready.eq(1)
-                with m.If(self.vop.resp.valid):
-                    with m.If(self.vop.resp.payload.status == Status.OK):
-                        m.next = "NEXT"
-                    with m.Else():
-                        stop(self.vop.resp.payload.status)
-
-            # -- GEMM: the weight offset here, the rest in the GEMM engine --------------------------
+            # -- VOP and GEMM: the engines check and run them; GEMM's weight offset is made here ------
             with m.State("GEMM_MULTIPLY"):          # prod is being computed
                 m.next = "GEMM_ADDR"
             with m.State("GEMM_ADDR"):
                 m.d.sync += self.gemm.cmd.payload.w.eq(ir.GEMM.w + prod)
                 m.next = "GEMM_ISSUE"
-            with m.State("GEMM_ISSUE"):
-                m.d.comb += self.gemm.cmd.valid.eq(1)
-                with m.If(self.gemm.cmd.ready):
-                    m.next = "GEMM_WAIT"
-            with m.State("GEMM_WAIT"):
-                m.d.comb += self.gemm.resp.ready.eq(1)
-                with m.If(self.gemm.resp.valid):
-                    with m.If(self.gemm.resp.payload.status == Status.OK):
-                        m.next = "NEXT"
-                    with m.Else():
-                        stop(self.gemm.resp.payload.status)
+            for name, engine in (("VOP", self.vop), ("GEMM", self.gemm)):
+                with m.State(f"{name}_ISSUE"):      # the command (its payload set before) ...
+                    m.d.comb += engine.cmd.valid.eq(1)
+                    with m.If(engine.cmd.ready):
+                        m.next = f"{name}_WAIT"
+                with m.State(f"{name}_WAIT"):       # ... then its status ends the instruction
+                    m.d.comb += engine.resp.ready.eq(1)
+                    with m.If(engine.resp.valid):
+                        with m.If(engine.resp.payload.status == Status.OK):
+                            m.next = "NEXT"
+                        with m.Else():
+                            stop(engine.resp.payload.status)
 
             # -- the copy engine: weight memory -> scratchpad, one word per cycle ---------------------
             with m.State("COPY_REQUEST"):

@@ -25,7 +25,8 @@ from sim_models import vpu
 from sim_models.tile_isa import STATUS, VOPS, TileConfig, encode_program
 from sim_models.tile_iss import TileFault, TileIss, vop_result
 
-__all__ = ["ControlPath", "Bench", "iss_run", "check_against_iss", "STATUS_CODE"]
+__all__ = ["ControlPath", "Bench", "iss_run", "check_against_iss", "STATUS_CODE", "host_access",
+           "receive", "wait_for", "vector_unit_model"]
 
 STATUS_CODE = {name: code for code, name in STATUS.items()}
 
@@ -79,6 +80,17 @@ async def host_access(ctx, region, addr, data=None):
     return None if data is not None else word
 
 
+async def receive(ctx, port):
+    """Accept one transfer on stream ``port`` (the bench is the sink); returns its payload."""
+    ctx.set(port.ready, 1)
+    while not ctx.get(port.valid):
+        await ctx.tick()
+    payload = ctx.get(port.payload)
+    await ctx.tick()
+    ctx.set(port.ready, 0)
+    return payload
+
+
 async def _stream_in(ctx, streams, rng, gaps):
     """Take one beat from every stream of ``streams`` at once (as the vector unit does)."""
     while rng.random() < gaps:
@@ -113,12 +125,7 @@ async def vector_unit_model(ctx, engine, config, rng, gaps=0.3, log=None):
     pass its rotation)."""
     lanes = config.lanes
     while True:
-        ctx.set(engine.vcmd.ready, 1)
-        while not ctx.get(engine.vcmd.valid):
-            await ctx.tick()
-        cmd = ctx.get(engine.vcmd.payload)
-        await ctx.tick()
-        ctx.set(engine.vcmd.ready, 0)
+        cmd = await receive(ctx, engine.vcmd)
         op, n, rows = Op(cmd.op), cmd.length, max(cmd.rows, 1)
         if log is not None:
             log.append((op, n, rows))
@@ -200,28 +207,20 @@ class Bench:
         """Stands in for the GEMM engine while it is not part of the bench: records each command
         and answers ``gemm_status``."""
         while True:
-            ctx.set(seq.gemm.cmd.ready, 1)
-            while not ctx.get(seq.gemm.cmd.valid):
-                await ctx.tick()
-            cmd = ctx.get(seq.gemm.cmd.payload)
+            cmd = await receive(ctx, seq.gemm.cmd)
             self.gemm_commands.append({name: getattr(cmd, name) for name in
                                        ("dst", "src", "m", "k", "n", "w", "af", "wf")})
-            await ctx.tick()
-            ctx.set(seq.gemm.cmd.ready, 0)
             ctx.set(seq.gemm.resp.valid, 1)
             ctx.set(seq.gemm.resp.payload.status, self.gemm_status)
             await wait_for(ctx, seq.gemm.resp.ready)
             ctx.set(seq.gemm.resp.valid, 0)
 
-    async def _weight_memory(self, ctx, seq):
+    async def serve_weights(self, ctx, seq):
+        """The weight port at its stream interface (``seq.wreq``, ``seq.wdata``, ``seq.werror``):
+        byte ranges of ``image``, random gaps, an error response after ``bus_error_after`` beats."""
         beats_served = 0
         while True:
-            ctx.set(seq.wreq.ready, 1)
-            while not ctx.get(seq.wreq.valid):
-                await ctx.tick()
-            req = ctx.get(seq.wreq.payload)
-            await ctx.tick()
-            ctx.set(seq.wreq.ready, 0)
+            req = await receive(ctx, seq.wreq)
             addr, length = req.addr, req.length
             self.requests.append((addr, length))
             data = self.image[addr:addr + length].ljust(length, b"\0")
@@ -285,7 +284,7 @@ class Bench:
             out["program"] = [await host_access(ctx, seq.program, w) for w in range(len(image) // 4)]
 
         async def weight_memory(ctx):
-            await self._weight_memory(ctx, seq)
+            await self.serve_weights(ctx, seq)
 
         async def vector_unit(ctx):
             await vector_unit_model(ctx, dut.vop, self.config, random.Random(self.seed + 1), self.gaps,

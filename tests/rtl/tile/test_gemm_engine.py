@@ -84,7 +84,7 @@ def run_engine(config, commands, image, spad, *, data_bytes=8, seed=0, gaps=0.3,
             out["spad"] = [await host_access(ctx, dut.spad.host, a) for a in range(config.spad_words)]
 
     async def weight_memory(ctx):
-        await bench._weight_memory(ctx, engine)
+        await bench.serve_weights(ctx, engine)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
