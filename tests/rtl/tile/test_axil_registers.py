@@ -4,7 +4,7 @@ region wait states, interleaved reads and writes, the interrupt line, and the do
 import random
 
 import pytest
-from amaranth.hdl import Value
+from amaranth.hdl import Fragment, Value
 from amaranth.sim import Simulator
 
 from rtl.common.axi import RESP_OKAY, RESP_SLVERR
@@ -175,6 +175,7 @@ def test_ports_follow_the_table():
     assert len(dut.status.code) == 4
     assert len(_raw(dut.ctrl.data)) == 2 and len(dut.ctrl.stb) == 1
     assert len(dut.spad.req.payload.addr) == 10 and len(dut.gpr.req.payload.addr) == 4
+    Fragment.get(dut, None)       # elaborated too (an unused component warns when collected)
 
 
 def test_const_rw_and_reset_values():
