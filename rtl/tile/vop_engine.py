@@ -212,6 +212,7 @@ class VopEngine(wiring.Component):
             m.d.sync += inflight[i].eq(inflight[i] + (issue_first & (x == i)) - push)
 
         # -- writer -----------------------------------------------------------------------------------
+        part_words = Mux(is_topk, k_value, Mux(is_reduction, 1, c.len))   # words of a row's first part
         out_row_base = Signal(SPAD_EA_BITS)
         out_beat = Signal(12)
         out_col = Signal(34)
@@ -251,10 +252,10 @@ class VopEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += [reading.eq(1), row.eq(0), k.eq(0), beat.eq(0), col.eq(0),
                                  rot.eq(c.len >> 1), second.eq(0),
-                                 x.eq(Mux(pass_uses[0][0], 0, Mux(pass_uses[0][1], 1, 2))),
+                                 x.eq(first_operand(pass_uses[0])),
                                  *[row_base[i].eq(bases[i]) for i in range(3)],
                                  out_row_base.eq(c.dst), out_beat.eq(0), out_col.eq(0),
-                                 out_left.eq(Mux(is_topk, k_value, Mux(is_reduction, 1, c.len))),
+                                 out_left.eq(part_words),
                                  got_last.eq(0), got_error.eq(0)]
                     m.next = "COMMAND"
             with m.State("COMMAND"):
@@ -274,7 +275,7 @@ class VopEngine(wiring.Component):
                         with m.If(out_beat + 1 == out_beats):           # the row's last result beat
                             m.d.sync += [out_beat.eq(0), out_col.eq(0),
                                          out_row_base.eq(out_row_base + c.dst_s),
-                                         out_left.eq(Mux(is_topk, k_value, Mux(is_reduction, 1, c.len)))]
+                                         out_left.eq(part_words)]
                         with m.Elif(is_topk & (out_beat + 1 == k_beats)):  # values done: indices
                             m.d.sync += [out_beat.eq(out_beat + 1), out_col.eq(k_value), out_left.eq(k_value)]
                         with m.Else():
