@@ -398,14 +398,17 @@ class TileIss:
         q_at, dst = self._addr(f, "q"), self._addr(f, "dst")
         self._check_spad(q_at, q_at + count * heads * hd, "queries")
         self._check_spad(dst, dst + count * heads * hd, "destination")
+        if dst != q_at and abs(dst - q_at) < count * heads * hd:
+            raise _Fault("bad_field", f"the destination {dst} partly overlaps the queries at {q_at}: "
+                                      f"it must be the queries' very words or apart from them")
         pos = self._reg(f["pos_r"])
         length = pos + count
         base = self._reg(f["seq_r"]) + f["layer"] * kvh
+        replies = [self._kv(self.kv.read(base + g, 0, length), f"read sequence {base + g} positions "
+                                                                f"0..{length - 1}") for g in range(kvh)]
         keys = np.empty((kvh, length, hd), dtype=np.float32)
         values = np.empty((kvh, length, hd), dtype=np.float32)
-        for g in range(kvh):
-            reply = self._kv(self.kv.read(base + g, 0, length), f"read sequence {base + g} positions "
-                                                                 f"0..{length - 1}")
+        for g, reply in enumerate(replies):
             k_bits, v_bits = self._records(reply["data"], hd)
             keys[g], values[g] = vpu.from_bfloat16(k_bits), vpu.from_bfloat16(v_bits)
         q = _f32(self.spad[q_at:q_at + count * heads * hd]).reshape(count, heads, hd)

@@ -23,7 +23,10 @@ class TileRunner:
 
     ``iss`` is the machine (scratchpad, registers, KV cache, counters); ``reports`` the counters of
     every run so far, each with its ``phase`` (``"prefill"`` or ``"decode"``), ``tokens`` and
-    ``position``.
+    ``position``; ``trace`` what the host did in each run, so another machine (the RTL tile) can
+    replay it from the same fresh state: ``ids_addr`` and ``ids`` (written to the scratchpad),
+    ``regs``, ``program`` (instructions), ``logits_addr`` and ``logits`` (the binary32 words the
+    run left there).
     """
 
     def __init__(self, model, tile: TileConfig | None = None, max_context: int | None = None):
@@ -31,6 +34,7 @@ class TileRunner:
         self.tile = self.compiled.tile
         self.iss = TileIss(self.tile, self.compiled.image.data, model.config.head_dim)
         self.reports = []
+        self.trace = []
         self._decode = None
         self.position = 0
 
@@ -59,14 +63,19 @@ class TileRunner:
         symbols = self.compiled.symbols(t, all_logits)
         self.iss.write_words(symbols["s:ids"][0], ids.astype(np.uint32))
         self.iss.reset_counters()
-        self.iss.run(program.instructions, regs={R_POS: self.position, R_SEQ: 0})
+        regs = {R_POS: self.position, R_SEQ: 0}
+        self.iss.run(program.instructions, regs=regs)
         report = {"phase": "prefill" if open_kv else "decode", "tokens": t, "position": self.position}
         report.update(self.iss.counters())
         self.reports.append(report)
         self.position += t
         rows = t if all_logits else 1
         logits = symbols["s:logits"][0]
-        return self.iss.read_floats(logits, rows * c.vocab_size).reshape(rows, c.vocab_size)
+        out = self.iss.read_floats(logits, rows * c.vocab_size)
+        self.trace.append({"phase": report["phase"], "ids_addr": symbols["s:ids"][0],
+                           "ids": [int(i) for i in ids], "regs": regs, "program": program.instructions,
+                           "logits_addr": logits, "logits": [int(w) for w in out.view(np.uint32)]})
+        return out.reshape(rows, c.vocab_size)
 
     def generate(self, prompt_ids, n_new: int) -> tuple[np.ndarray, np.ndarray]:
         """Prefill then greedy decode, like :func:`sim_models.transformer.generate`: the ``n_new``

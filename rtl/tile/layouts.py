@@ -17,7 +17,8 @@ from sim_models.tile_isa import INSTRUCTIONS, OPCODE_BITS, STATUS, WIDTH
 __all__ = ["INSTRUCTION", "instruction_layout", "Opcode", "Status", "WEIGHT_ADDR_BITS",
            "host_region_signature", "scratchpad_port_signature", "wide_port_signature",
            "weight_request_layout", "weight_data_layout", "VopCommand", "vop_signature",
-           "SPAD_EA_BITS", "GemmCommand", "gemm_signature", "WEIGHT_EA_BITS"]
+           "SPAD_EA_BITS", "GemmCommand", "gemm_signature", "WEIGHT_EA_BITS", "KvCommand",
+           "kv_signature", "AttnCommand", "attn_signature"]
 
 WEIGHT_ADDR_BITS = 40
 """Byte-address width of the weight memory (the ``wmem`` fields)."""
@@ -107,9 +108,15 @@ VopCommand = data.StructLayout({
     "b": SPAD_EA_BITS, "b_s": 16,
     "c": SPAD_EA_BITS, "c_s": 16,
     "bcast": 3, "scalar0": 32, "scalar1": 32,
+    "internal": 1, "chain": 1,
 })
 """A ``VOP`` instruction with its registers applied: effective base addresses (field + register),
-strides, the broadcast bits and the two scalars (``sim_models.tile_isa`` for their meaning)."""
+strides, the broadcast bits and the two scalars (``sim_models.tile_isa`` for their meaning).
+
+The sequencer leaves ``internal`` and ``chain`` at 0. The attention engine's own commands set
+``internal`` (their addresses may reach the engine's private buffer beyond the scratchpad, and the
+overlap rule does not apply) and, for its accumulation, ``chain``: operand ``c`` of row ``r``
+is read only once result row ``r - 1`` is written (``acc = fma(p_t, V_t, acc)`` row after row)."""
 
 
 def vop_signature() -> wiring.Signature:
@@ -139,5 +146,46 @@ def gemm_signature() -> wiring.Signature:
     """The sequencer's side of the GEMM engine: a command, then exactly one status."""
     return wiring.Signature({
         "cmd": Out(stream.Signature(GemmCommand)),
+        "resp": In(stream.Signature(data.StructLayout({"status": Status}))),
+    })
+
+
+KvCommand = data.StructLayout({
+    "append": 1,
+    "seq": 33, "count": 16,
+    "layer": 12, "kvh": 8, "hd": 12,
+    "k": SPAD_EA_BITS, "v": SPAD_EA_BITS,
+    "pos": 32,
+})
+"""A ``KVOPEN`` (``append`` 0) or ``KVAPPEND`` (``append`` 1) with its registers applied.
+
+``KVOPEN``: ``seq`` is ``seq + r[seq_r]`` (the first sequence), ``count`` the number to open.
+``KVAPPEND``: ``seq`` is ``r[seq_r]`` (the engine adds ``layer * kvh + g``), ``k`` and ``v`` the
+effective scratchpad addresses of the K and V rows, ``pos`` is ``r[pos_r]``; ``layer``, ``kvh``,
+``hd`` and ``count`` are the instruction's fields."""
+
+
+def kv_signature() -> wiring.Signature:
+    """The sequencer's side of the KV engine: a command, then exactly one status."""
+    return wiring.Signature({
+        "cmd": Out(stream.Signature(KvCommand)),
+        "resp": In(stream.Signature(data.StructLayout({"status": Status}))),
+    })
+
+
+AttnCommand = data.StructLayout({
+    "layer": 12, "heads": 8, "kvh": 8, "hd": 12, "count": 12,
+    "dst": SPAD_EA_BITS, "q": SPAD_EA_BITS,
+    "pos": 32, "seq": 32, "scale": 32,
+})
+"""An ``ATTN`` with its registers applied: effective scratchpad addresses of the destination and
+the queries, ``pos`` = ``r[pos_r]``, ``seq`` = ``r[seq_r]``, the score scale's binary32 bits and
+the instruction's other fields."""
+
+
+def attn_signature() -> wiring.Signature:
+    """The sequencer's side of the attention engine: a command, then exactly one status."""
+    return wiring.Signature({
+        "cmd": Out(stream.Signature(AttnCommand)),
         "resp": In(stream.Signature(data.StructLayout({"status": Status}))),
     })

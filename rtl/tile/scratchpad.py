@@ -1,6 +1,6 @@
 """The compute tile's activation scratchpad: ``lanes`` banks of block RAM, word and row access."""
 
-from amaranth.hdl import Array, Module, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
@@ -25,8 +25,9 @@ class Scratchpad(wiring.Component):
         Word port (the sequencer's scalar accesses and copies): a read answers one cycle after
         ``rd_en``; a write per cycle.
     wide : ``In(wide_port_signature(words, lanes))``
-        Row port (the vector unit's operands and results): ``rd_data[j]`` is word ``rd_addr + j``
-        one cycle after ``rd_en`` (undefined for words beyond the scratchpad's end); ``wr_en``
+        Row port (the vector unit's operands and results): ``rd_data[j]`` is word
+        ``(rd_addr + j) % words`` one cycle after ``rd_en`` (a read near the end wraps to the first
+        words); ``wr_en``
         writes ``wr_data[j]`` to word ``wr_addr + j`` for every ``j`` with bit ``j`` of ``wr_mask``
         set.
     host : ``In(host_region_signature(words))``
@@ -108,6 +109,8 @@ class Scratchpad(wiring.Component):
             later_rd = (b < wide.rd_addr[:shift]) if b < lanes - 1 else 0
             later_wr = (b < wr_rot) if b < lanes - 1 else 0
             row_rd = (wide.rd_addr >> shift) + later_rd
+            if depth & (depth - 1):                   # wrap to the first row (a power of two wraps alone)
+                row_rd = Mux(row_rd >= depth, row_rd - depth, row_rd)
             row_wr = (wide.wr_addr >> shift) + later_wr
             m.d.comb += read.en.eq(0)                 # (a read port's en resets to 1)
             with m.If(w_rd_en):

@@ -11,8 +11,10 @@ from rtl.tile.layouts import (
     WEIGHT_ADDR_BITS,
     Opcode,
     Status,
+    attn_signature,
     gemm_signature,
     host_region_signature,
+    kv_signature,
     scratchpad_port_signature,
     vop_signature,
     weight_data_layout,
@@ -28,13 +30,13 @@ _WORDS_PER_INSTRUCTION = WIDTH // 32
 class Sequencer(wiring.Component):
     """Runs a tile program from its program memory, instruction by instruction, like ``TileIss``.
 
-    Implemented so far: the scalar and control instructions (``HALT``, ``LI``, ``ADD``, ``ADDI``,
-    ``LDW``, ``STW``, ``BLT``, ``BNE``), the weight-memory copies (``LOAD``, ``EMBED``) and ``VOP``
-    (registers applied here, the rest in :class:`~rtl.tile.vop_engine.VopEngine` through ``vop``),
+    The sequencer executes the scalar and control instructions (``HALT``, ``LI``, ``ADD``, ``ADDI``,
+    ``LDW``, ``STW``, ``BLT``, ``BNE``) and the weight-memory copies (``LOAD``, ``EMBED``) itself,
     with every fault of ``docs/tile_isa.md`` in the order the instruction-level model checks them.
-    ``GEMM`` goes to the GEMM engine (``gemm``) with its registers and its weight offset
-    ``w + r[w_r] * w_stride`` applied. ``KVOPEN``, ``KVAPPEND`` and ``ATTN`` stop the machine with
-    ``bad_opcode`` until the KV-cache slice is joined.
+    The others go, with their registers applied, to an engine that checks and runs them and
+    answers one status: ``VOP`` to the VOP engine (``vop``), ``GEMM`` with its weight offset
+    ``w + r[w_r] * w_stride`` to the GEMM engine (``gemm``), ``KVOPEN`` and ``KVAPPEND`` to the KV
+    engine (``kv``), ``ATTN`` to the attention engine (``attn``).
 
     Parameters
     ----------
@@ -79,9 +81,10 @@ class Sequencer(wiring.Component):
         Requests to the weight port (byte ranges of the weight memory) and their data beats.
     werror : ``In(1)``
         The weight port saw an error response; sampled at the end of each copy (``bus_error``).
-    vop : ``Out(vop_signature())``, gemm : ``Out(gemm_signature())``
-        A ``VOP`` (a ``GEMM``) with its effective addresses and scalars (weight offset) to the VOP
-        (GEMM) engine; its status ends the instruction (``ok``) or the run.
+    vop, gemm, kv, attn : ``Out(vop_signature())``, ``Out(gemm_signature())``, ``Out(kv_signature())``,
+    ``Out(attn_signature())``
+        An instruction with its effective addresses and scalars (weight offset) to its engine;
+        the engine's status ends the instruction (``ok``) or the run.
 
     Timing
     ------
@@ -125,6 +128,8 @@ class Sequencer(wiring.Component):
             "werror": In(1),
             "vop": Out(vop_signature()),
             "gemm": Out(gemm_signature()),
+            "kv": Out(kv_signature()),
+            "attn": Out(attn_signature()),
         })
 
     def elaborate(self, platform):
@@ -269,8 +274,25 @@ class Sequencer(wiring.Component):
                              cmd.m.eq(f.m), cmd.k.eq(f.k), cmd.n.eq(f.n), cmd.af.eq(f.af), cmd.wf.eq(f.wf),
                              mul_a.eq(reg[f.w_r]), mul_b.eq(f.w_stride)]
                 m.next = "GEMM_MULTIPLY"
+            elif name in ("KVOPEN", "KVAPPEND"):
+                cmd = self.kv.cmd.payload
+                if name == "KVOPEN":
+                    m.d.sync += [cmd.append.eq(0), cmd.seq.eq(f.seq + reg[f.seq_r]), cmd.count.eq(f.count)]
+                else:
+                    m.d.sync += [cmd.append.eq(1), cmd.seq.eq(reg[f.seq_r]), cmd.count.eq(f.count),
+                                 cmd.layer.eq(f.layer), cmd.kvh.eq(f.kvh), cmd.hd.eq(f.hd),
+                                 cmd.k.eq(f.k + reg[f.k_r]), cmd.v.eq(f.v + reg[f.v_r]),
+                                 cmd.pos.eq(reg[f.pos_r])]
+                m.next = "KV_ISSUE"
+            elif name == "ATTN":
+                cmd = self.attn.cmd.payload
+                m.d.sync += [cmd.layer.eq(f.layer), cmd.heads.eq(f.heads), cmd.kvh.eq(f.kvh),
+                             cmd.hd.eq(f.hd), cmd.count.eq(f.count), cmd.dst.eq(f.dst + reg[f.dst_r]),
+                             cmd.q.eq(f.q + reg[f.q_r]), cmd.pos.eq(reg[f.pos_r]),
+                             cmd.seq.eq(reg[f.seq_r]), cmd.scale.eq(f.scale)]
+                m.next = "ATTN_ISSUE"
             else:
-                stop(Status.BAD_OPCODE)          # KV and ATTN: their units are not joined yet
+                raise AssertionError(f"no execution for {name}")
 
         with m.FSM():
             with m.State("IDLE"):
@@ -391,7 +413,8 @@ class Sequencer(wiring.Component):
             with m.State("GEMM_ADDR"):
                 m.d.sync += self.gemm.cmd.payload.w.eq(ir.GEMM.w + prod)
                 m.next = "GEMM_ISSUE"
-            for name, engine in (("VOP", self.vop), ("GEMM", self.gemm)):
+            for name, engine in (("VOP", self.vop), ("GEMM", self.gemm), ("KV", self.kv),
+                                 ("ATTN", self.attn)):
                 with m.State(f"{name}_ISSUE"):      # the command (its payload set before) ...
                     m.d.comb += engine.cmd.valid.eq(1)
                     with m.If(engine.cmd.ready):

@@ -1,18 +1,16 @@
 """The compute tile: a sequencer running a program over the scratchpad, the vector unit and the
 weight port, behind an AXI4-Lite register block."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.common.axi import Axi4ReadSignature, AxiLiteSignature
 from rtl.tile.axil_registers import AxilRegisters
+from rtl.tile.control_path import ControlPath
 from rtl.tile.gemm_engine import GemmEngine
 from rtl.tile.layouts import WEIGHT_ADDR_BITS, Status
 from rtl.tile.register_map import tile_register_map
-from rtl.tile.scratchpad import Scratchpad
-from rtl.tile.sequencer import Sequencer
-from rtl.tile.vop_engine import VopEngine
 from rtl.tile.weight_port import WeightPort
 from rtl.vpu.vector_unit import VectorUnit
 from sim_models.tile_isa import TileConfig
@@ -32,7 +30,11 @@ class Tile(wiring.Component):
     Parameters
     ----------
     config : TileConfig
-        Scratchpad words, lanes, the vector unit's ``max_k`` and ``rope_length``, MAC array shape.
+        Scratchpad words, lanes, the vector unit's ``max_k`` and ``rope_length``, MAC array shape,
+        KV-cache slice.
+    head_dim : int
+        The model's head dimension, which fixes the KV records (``32 * head_dim`` bits: K and V
+        in bfloat16); ``KVAPPEND`` and ``ATTN`` of another ``hd`` stop with ``bad_field``.
     prog_words : int
         Program memory, in instructions.
     data_bytes : int
@@ -50,9 +52,10 @@ class Tile(wiring.Component):
         ``IRQ_STATUS & IRQ_ENABLE``: ``done`` when a run stops, ``error`` when it stops on a fault.
     """
 
-    def __init__(self, config: TileConfig | None = None, *, prog_words=1024, data_bytes=8,
+    def __init__(self, config: TileConfig | None = None, *, head_dim=32, prog_words=1024, data_bytes=8,
                  multiplier="dsp"):
         self.config = TileConfig() if config is None else config
+        self.head_dim = head_dim
         self.prog_words = prog_words
         self.data_bytes = data_bytes
         self.multiplier = multiplier
@@ -69,12 +72,12 @@ class Tile(wiring.Component):
         m = Module()
         cfg = self.config
         m.submodules.regs = regs = AxilRegisters(self.register_map)
-        m.submodules.seq = seq = Sequencer(cfg, prog_words=self.prog_words, data_bytes=self.data_bytes)
-        m.submodules.spad = spad = Scratchpad(cfg.spad_words, cfg.lanes)
-        m.submodules.vop = vop = VopEngine(cfg)
+        gemm = GemmEngine(cfg, data_bytes=self.data_bytes)
+        m.submodules.core = core = ControlPath(cfg, head_dim=self.head_dim, prog_words=self.prog_words,
+                                               data_bytes=self.data_bytes, gemm=gemm)
+        seq, vop = core.seq, core.vop
         m.submodules.vpu = vpu = VectorUnit(cfg.lanes, multiplier=self.multiplier, max_k=cfg.vpu_max_k,
                                             rope_length=cfg.vpu_rope_length)
-        m.submodules.gemm = gemm = GemmEngine(cfg, data_bytes=self.data_bytes)
         m.submodules.weights = weights = WeightPort(data_bytes=self.data_bytes)
 
         # host
@@ -93,34 +96,17 @@ class Tile(wiring.Component):
                      regs.irq_status.error.eq(seq.stopped & (seq.code != Status.OK))]
         wiring.connect(m, regs.gpr, seq.gpr)
         wiring.connect(m, regs.program, seq.program)
-        wiring.connect(m, regs.spad, spad.host)
-        m.d.comb += spad.host_enable.eq(~seq.busy)
+        wiring.connect(m, regs.spad, core.spad.host)
 
-        # The GEMM engine owns the scratchpad's row port and the weight port from its command to
-        # its status; the sequencer runs one instruction at a time, so nothing else uses them then.
-        gemm_active = Signal()
-        with m.If(seq.gemm.cmd.valid & seq.gemm.cmd.ready):
-            m.d.sync += gemm_active.eq(1)
-        with m.Elif(seq.gemm.resp.valid & seq.gemm.resp.ready):
-            m.d.sync += gemm_active.eq(0)
-        wiring.connect(m, seq.gemm, gemm.ctl)
-
-        # scratchpad, VOP engine, vector unit
-        wiring.connect(m, seq.spad, spad.core)
-        wiring.connect(m, seq.vop, vop.ctl)
+        # vector unit
         for name in ("vcmd", "va", "vb", "vc"):
             wiring.connect(m, getattr(vop, name), getattr(vpu, name[1:]))
         wiring.connect(m, vpu.o, vop.vo)
-        row = spad.wide
-        for name in ("rd_addr", "rd_en", "wr_addr", "wr_en", "wr_mask", "wr_data"):
-            m.d.comb += getattr(row, name).eq(Mux(gemm_active, getattr(gemm.spad, name),
-                                                  getattr(vop.spad, name)))
-        m.d.comb += [vop.spad.rd_data.eq(row.rd_data), gemm.spad.rd_data.eq(row.rd_data)]
 
-        # weight port: the sequencer's copies, or the GEMM engine's weight stream
+        # weight port: the sequencer's copies, or the GEMM engine's weight stream while it runs
         for user in (seq, gemm):
             m.d.comb += user.werror.eq(weights.error)
-        with m.If(gemm_active):
+        with m.If(core.gemm_active):
             wiring.connect(m, gemm.wreq, weights.req)
             wiring.connect(m, weights.o, gemm.wdata)
         with m.Else():

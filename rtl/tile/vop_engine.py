@@ -57,15 +57,25 @@ class VopEngine(wiring.Component):
         The vector unit's command, operand and result streams.
 
     Throughput: one operand beat per cycle (a command reading ``a`` and ``b`` feeds the unit a beat
-    every two cycles); results are written as fast as they come.
+    every two cycles); results are written as fast as they come. A ``chain`` command waits before
+    each row's ``c`` for the previous row's result, so its rows pay the unit's latency one by one.
+
+    Parameters
+    ----------
+    config : TileConfig
+    extra_words : int
+        Words beyond the scratchpad that ``internal`` commands may address (the attention engine's
+        buffer, which the tile maps at word ``spad_words`` of ``spad``); a program's ``VOP`` never
+        can: its ranges are checked against ``spad_words``.
     """
 
-    def __init__(self, config: TileConfig | None = None):
+    def __init__(self, config: TileConfig | None = None, *, extra_words: int = 0):
         self.config = TileConfig() if config is None else config
+        self.extra_words = extra_words
         lanes = self.config.lanes
         super().__init__({
             "ctl": In(vop_signature()),
-            "spad": Out(wide_port_signature(self.config.spad_words, lanes)),
+            "spad": Out(wide_port_signature(self.config.spad_words + extra_words, lanes)),
             "vcmd": Out(stream.Signature(VpuCommand)),
             "va": Out(stream.Signature(vector_beat(lanes))),
             "vb": Out(stream.Signature(vector_beat(lanes))),
@@ -107,13 +117,14 @@ class VopEngine(wiring.Component):
         ends = [Signal(SPAD_EA_BITS + 30, name=f"end_{n}") for n in "abcd"]
         for i in range(4):
             m.d.sync += ends[i].eq(bases[i] + (c.rows - 1) * strides[i] + widths[i])
-        in_range = [ends[i] <= cfg.spad_words for i in range(4)]
+        limit = Mux(c.internal, cfg.spad_words + self.extra_words, cfg.spad_words)
+        in_range = [ends[i] <= limit for i in range(4)]
         partial = []
         for i in range(3):
             meets = (bases[i] < ends[3]) & (c.dst < ends[i])
             same = ((c.a, c.b, c.c)[i] == c.dst) & (strides[i] == c.dst_s) & ~c.bcast[i] & \
                 ((c.rows == 1) | ((strides[i] >= c.len) & (strides[i] >= out_width)))
-            partial.append(uses[i] & meets & ~same)
+            partial.append(uses[i] & meets & ~same & ~c.internal)
         eps = c.scalar0
         lo, hi = c.scalar0, c.scalar1
 
@@ -165,10 +176,16 @@ class VopEngine(wiring.Component):
         issue_first = Signal()                     # an item's first (or only) read goes out
         advance = Signal()                         # the item is complete: on to the next one
         with m.If(reading & second):
-            m.d.comb += [self.spad.rd_addr.eq(rb + rot - c.len), self.spad.rd_en.eq(1), advance.eq(1)]
+            # words rb + rot - len + j for j >= cut: the row's first words; below the scratchpad's
+            # first word the address wraps (a program's rope row is in the scratchpad)
+            m.d.comb += [self.spad.rd_addr.eq(Mux(rb + rot < c.len, rb + rot + cfg.spad_words - c.len,
+                                                  rb + rot - c.len)),
+                         self.spad.rd_en.eq(1), advance.eq(1)]
             m.d.sync += [tag_valid.eq(1), tag_x.eq(x), tag_final.eq(1), tag_merge.eq(1),
                          tag_bcast.eq(0), tag_cut.eq(cut), second.eq(0)]
-        with m.Elif(reading & room[x]):
+        rows_done = Signal(12)                      # result rows written (for chained commands)
+        chain_ok = ~c.chain | (x != 2) | (rows_done >= row)
+        with m.Elif(reading & room[x] & chain_ok):
             m.d.comb += [self.spad.rd_addr.eq(Mux(bcast, rb, Mux(rotated, rb + rot, rb + col))),
                          self.spad.rd_en.eq(1), issue_first.eq(1), advance.eq(~wraps)]
             m.d.sync += [tag_valid.eq(1), tag_x.eq(x), tag_final.eq(~wraps), tag_merge.eq(0),
@@ -255,7 +272,7 @@ class VopEngine(wiring.Component):
                                  x.eq(first_operand(pass_uses[0])),
                                  *[row_base[i].eq(bases[i]) for i in range(3)],
                                  out_row_base.eq(c.dst), out_beat.eq(0), out_col.eq(0),
-                                 out_left.eq(part_words),
+                                 out_left.eq(part_words), rows_done.eq(0),
                                  got_last.eq(0), got_error.eq(0)]
                     m.next = "COMMAND"
             with m.State("COMMAND"):
@@ -273,7 +290,7 @@ class VopEngine(wiring.Component):
                     with m.Else():
                         m.d.comb += self.spad.wr_en.eq(1)
                         with m.If(out_beat + 1 == out_beats):           # the row's last result beat
-                            m.d.sync += [out_beat.eq(0), out_col.eq(0),
+                            m.d.sync += [out_beat.eq(0), out_col.eq(0), rows_done.eq(rows_done + 1),
                                          out_row_base.eq(out_row_base + c.dst_s),
                                          out_left.eq(part_words)]
                         with m.Elif(is_topk & (out_beat + 1 == k_beats)):  # values done: indices

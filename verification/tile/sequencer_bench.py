@@ -1,5 +1,6 @@
-"""Amaranth-simulator bench of the tile's control path: sequencer, scratchpad and VOP engine, with
-models standing in for the weight port and the vector unit, compared state for state with the ISS.
+"""Amaranth-simulator bench of the tile's control path (:class:`rtl.tile.control_path.ControlPath`:
+sequencer, scratchpad, VOP engine, KV-cache slice, KV and attention engines), with models standing
+in for the weight port, the GEMM engine and the vector unit, compared state for state with the ISS.
 
 The weight port is modelled at its stream interface (byte ranges of an image, random gaps); the
 vector unit at its stream interface too (:func:`vector_unit_model`: it consumes the operand beats
@@ -13,41 +14,19 @@ import random
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Elaboratable, Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from rtl.tile.scratchpad import Scratchpad
-from rtl.tile.sequencer import Sequencer
-from rtl.tile.vop_engine import PASS_OPERANDS, VopEngine
+from rtl.tile.control_path import ControlPath
+from rtl.tile.vop_engine import PASS_OPERANDS
 from rtl.vpu.layouts import OPERANDS, REDUCTIONS, Op
 from sim_models import vpu
 from sim_models.tile_isa import STATUS, VOPS, TileConfig, encode_program
 from sim_models.tile_iss import TileFault, TileIss, vop_result
 
-__all__ = ["ControlPath", "Bench", "iss_run", "check_against_iss", "STATUS_CODE", "host_access",
+__all__ = ["Bench", "iss_run", "check_against_iss", "STATUS_CODE", "host_access",
            "receive", "wait_for", "vector_unit_model"]
 
 STATUS_CODE = {name: code for code, name in STATUS.items()}
-
-
-class ControlPath(Elaboratable):
-    """The sequencer joined to its scratchpad and VOP engine, as in the tile; the host served while
-    idle. The VOP engine's vector-unit streams and the sequencer's weight-port streams are open."""
-
-    def __init__(self, config: TileConfig, *, prog_words=64, data_bytes=8):
-        self.seq = Sequencer(config, prog_words=prog_words, data_bytes=data_bytes)
-        self.spad = Scratchpad(config.spad_words, config.lanes)
-        self.vop = VopEngine(config)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.seq, m.submodules.spad, m.submodules.vop = self.seq, self.spad, self.vop
-        wiring.connect(m, self.seq.spad, self.spad.core)
-        wiring.connect(m, self.vop.spad, self.spad.wide)
-        wiring.connect(m, self.seq.vop, self.vop.ctl)
-        m.d.comb += self.spad.host_enable.eq(~self.seq.busy)
-        return m
 
 
 async def wait_for(ctx, signal):
@@ -194,6 +173,7 @@ class Bench:
     seed: int = 0
     gaps: float = 0.3
     bus_error_after: int | None = None
+    head_dim: int = 32
 
     gemm_status: int = 0
 
@@ -242,7 +222,7 @@ class Bench:
             abort_after=None, max_cycles=50_000):
         """Run ``program`` (instructions or an image); returns status, pc, steps, cycles, registers,
         scratchpad and program memory as read back through the host windows."""
-        dut = ControlPath(self.config, data_bytes=self.data_bytes)
+        dut = ControlPath(self.config, head_dim=self.head_dim, data_bytes=self.data_bytes)
         seq = dut.seq
         image = program if isinstance(program, bytes) else encode_program(program)
         prog_len = len(image) // 32 if prog_len is None else prog_len
@@ -319,14 +299,15 @@ def iss_run(config, program, image, *, regs=None, spad=None, max_steps=10_000_00
 
 
 def check_against_iss(config, program, image=b"\0" * 64, *, regs=None, spad=None, step_limit=None,
-                      seed=0, data_bytes=8, gaps=0.3):
+                      seed=0, data_bytes=8, gaps=0.3, head_dim=32, max_cycles=50_000):
     """Run on the RTL control path and on the ISS: status, fault pc (or steps), registers and the
     whole scratchpad must agree. Returns the RTL run's read-back."""
-    bench = Bench(config, image, data_bytes=data_bytes, seed=seed, gaps=gaps)
+    bench = Bench(config, image, data_bytes=data_bytes, seed=seed, gaps=gaps, head_dim=head_dim)
     limit = 0xFFFF_FFFF if step_limit is None else step_limit
-    rtl = bench.run(program, regs=regs, spad=spad, step_limit=limit)
+    rtl = bench.run(program, regs=regs, spad=spad, step_limit=limit, max_cycles=max_cycles)
     iss, status, pc, steps = iss_run(config, program, image, regs=regs, spad=spad,
-                                     max_steps=10_000_000 if step_limit is None else step_limit)
+                                     max_steps=10_000_000 if step_limit is None else step_limit,
+                                     head_dim=head_dim)
     assert rtl["status"] == status, f"status {STATUS[rtl['status']]} (RTL) vs {STATUS[status]} (ISS)"
     if pc is not None:
         assert rtl["pc"] == pc, f"stopped at {rtl['pc']} (RTL) vs {pc} (ISS)"

@@ -75,6 +75,22 @@ def _cases():
             I("GEMM", dst=700, dst_r=3, src=100, m=1, k=64, n=20, w=0, w_r=3, w_stride=64),
             I("VOP", op=VOPS.index("add"), len=20, rows=1, dst=800, a=600, b=701), I("HALT")]
     cases.append(dict(name="gemm", program=gemm, image=weights, spad=spad))
+    # KV kept in the tile: a prompt of three positions appended and attended as one batch, then a
+    # decode step; the RTL KV-cache controller, KV and attention engines and vector unit. The KV
+    # cache lives on from case to case (the ISS starts each afresh): the fault opens sequences 0
+    # and 1, the attention case uses 2 and 3 (r2 = 2).
+    scale = _fbits(1 / np.sqrt(32))
+    attention = [I("KVOPEN", seq=0, seq_r=2, count=2),
+                 I("KVAPPEND", layer=0, kvh=2, hd=32, count=3, k=0, v=192, pos_r=0, seq_r=2),
+                 I("ATTN", layer=0, heads=4, kvh=2, hd=32, count=3, dst=384, q=384, pos_r=0, seq_r=2,
+                   scale=scale),
+                 I("LI", rd=1, imm=3),
+                 I("KVAPPEND", layer=0, kvh=2, hd=32, count=1, k=32, v=224, pos_r=1, seq_r=2),
+                 I("ATTN", layer=0, heads=4, kvh=2, hd=32, count=1, dst=800, q=0, pos_r=1, seq_r=2,
+                   scale=scale), I("HALT")]
+    kv_fault = [I("KVOPEN", seq=1, count=1), I("KVOPEN", seq=0, count=2), I("HALT")]   # 1 is live
+    cases += [dict(name="kv_error", program=kv_fault, image=image, spad=spad),
+              dict(name="attention", program=attention, image=image, spad=spad, regs={2: 2})]
     return cases
 
 

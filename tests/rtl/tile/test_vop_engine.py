@@ -5,6 +5,7 @@ The vector unit is modelled at its streams (``verification.tile.sequencer_bench`
 check the engine's reads, passes, rotations and writes; the RTL vector unit joins in the tile's
 cocotb regression."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -91,6 +92,15 @@ def test_rope_rotation_wraps_inside_a_beat(length, rows):
     rng = random.Random(length)
     program = [_vop("rope", length, rows, rng, dst=400, stride=length), I("HALT")]
     check_against_iss(TILE, program, spad=_spad(rng, specials=False), seed=length, gaps=0.0)
+
+
+def test_rope_row_at_word_zero_of_an_odd_sized_scratchpad():
+    """The wrapping second read of a rope row at word 0 starts below the scratchpad: its address
+    wraps around the end (480 words, not a power of two), and the words it needs are right."""
+    config = dataclasses.replace(TILE, spad_words=480)
+    rng = random.Random(480)
+    program = [_vop("rope", 10, 2, rng, dst=400, stride=10), I("HALT")]
+    check_against_iss(config, program, spad=_spad(rng, specials=False), seed=3, gaps=0.0)
 
 
 @pytest.mark.parametrize(("fields", "status"), [
