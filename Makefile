@@ -2,7 +2,7 @@
 # of pyproject.toml (and re-installs when pyproject.toml changes); nothing else is needed.
 #
 #   make test     the whole regression (golden models, Amaranth sim, cocotb on Verilator and Icarus, formal)
-#   make sim      the main demo: an MXFP4 GEMM, checked bit-exactly against the golden model
+#   make sim      the main demo: a small model's prefill and decode on the RTL tile, bit-exact
 #   make verilog  Verilog of every top-level block under build/verilog/, each Verilator-linted
 #   make lint     ruff plus the Verilog lint
 #   make formal   every SymbiYosys proof

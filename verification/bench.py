@@ -10,7 +10,7 @@ import os
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge
 
 __all__ = ["numpy_rng", "start_clock_and_reset", "wait_until", "WatchdogTimeout", "TransferSpan",
            "CLOCK_PERIOD_NS"]
@@ -57,6 +57,15 @@ async def wait_until(clock, predicate, *, max_cycles, what="condition"):
             return cycle
         await RisingEdge(clock)
     raise WatchdogTimeout(f"no progress: {what} not reached within {max_cycles} cycles")
+
+
+async def wait_for_high(signal, clock, *, max_cycles, what="signal"):
+    """Wait until ``signal`` is high, at most ``max_cycles`` cycles of ``clock``: one edge trigger,
+    not a poll per cycle (for long waits such as a program's interrupt)."""
+    if int(signal.value) != 1:
+        await First(RisingEdge(signal), ClockCycles(clock, max_cycles))
+        if int(signal.value) != 1:
+            raise WatchdogTimeout(f"no progress: {what} not reached within {max_cycles} cycles")
 
 
 class TransferSpan:

@@ -62,7 +62,7 @@ _SPLIT_ARGS = ["--output-split", "20000", "--output-split-cfuncs", "20000"]
 # mesh build optimising Verilator's enormous evaluation functions (a 1.5 MB piece of the 4x4 traffic
 # mesh takes 3 s at -O0, 14 s at -O1 and longer at the default -Os), while the simulation only runs
 # for some thousands of cycles.
-_SPLIT_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0"
+_SPLIT_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST="
 
 
 class RunFailed(AssertionError):
@@ -136,7 +136,7 @@ def sim_params(sim):
 
 def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=None,
                extra_env=None, seed=None, waves=None, build_name=None, timescale=("1ns", "1ps"),
-               ports_only=False):
+               ports_only=False, optimize=None):
     """Build ``component`` for ``sim`` and run the cocotb ``test_module`` on it.
 
     Parameters
@@ -162,6 +162,9 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         Verilator only: make just the top level's signals visible to the testbench instead of every
         signal of the hierarchy. For large designs (a mesh of routers) this cuts the generated C++ about
         fivefold and its compile time with it; the testbench can then read and drive ports only.
+    optimize : str, optional
+        Verilator with ``ports_only``: the g++ optimisation of the model's pieces (default ``-O0``,
+        the fastest build). A run of many cycles (a model on the tile) gains from ``-O1``.
 
     Returns
     -------
@@ -189,7 +192,8 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         if callable(component) and not hasattr(component, "signature"):
             component = component()
         text = write_verilog(component, source, name=toplevel)
-        digest = hashlib.sha256((text + sim + str(waves) + str(ports_only)).encode()).hexdigest()
+        opt = optimize or "-O0"
+        digest = hashlib.sha256((text + sim + str(waves) + str(ports_only) + opt).encode()).hexdigest()
         stamp = build_dir / ".built-from"
         runner = get_runner(sim)
         build_args = list(_VERILATOR_BUILD_ARGS) if sim == "verilator" else list(_ICARUS_BUILD_ARGS)
@@ -202,7 +206,7 @@ def run_cocotb(component, *, toplevel, test_module, sim, config=None, testcase=N
         fresh = stamp.exists() and stamp.read_text() == digest
         makeflags = None
         if sim == "verilator" and ports_only:
-            makeflags = f"{os.environ.get('MAKEFLAGS', '')} {_SPLIT_MAKEFLAGS}".strip()
+            makeflags = f"{os.environ.get('MAKEFLAGS', '')} {_SPLIT_MAKEFLAGS}{opt}".strip()
         with _environment(MAKEFLAGS=makeflags):
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir, always=not fresh,
                          build_args=build_args, timescale=timescale, waves=waves,

@@ -1,6 +1,6 @@
 """``poblano run``: generate tokens from a Hugging Face checkpoint on the golden model or the tile.
 
-``poblano run --model DIR --prompt 1,2,3 --generate N [--golden | --iss] [--logits L.npy]
+``poblano run --model DIR --prompt 1,2,3 --generate N [--golden | --iss | --sim] [--logits L.npy]
 [--report r.json] [--listing P.txt]`` prefills the prompt as one batch, then decodes ``N`` tokens
 greedily, and prints the prompt and the generated ids.
 
@@ -8,10 +8,15 @@ greedily, and prints the prompt and the generated ids.
 * ``--iss`` compiles the model for the tile (``poblano.compiler``: weight image and programs), runs
   the programs on the instruction-level model (:mod:`sim_models.tile_iss`) and checks its tokens and
   logits against the golden model bit for bit: exit status 1 on any mismatch.
+* ``--sim`` does the same, then replays every run on the RTL tile (``rtl.tile.tile.Tile`` built with
+  the tile parameters, Verilator by default: ``--simulator``), which must leave the ISS's logits
+  and scratchpad (:mod:`verification.tile.model_run`): exit status 1 on any mismatch. The first run
+  of a tile configuration builds its simulation model (minutes); later runs reuse it.
 
 ``--logits`` writes the float32 logits ``(N, vocab)``, one row per generated token (the row that
-chose it); ``--report`` (with ``--iss``) writes the tile's counters per phase (prefill, each decode
-step) as JSON; ``--listing`` (with ``--iss``) writes the annotated prefill and decode programs. The
+chose it); ``--report`` (with ``--iss`` or ``--sim``) writes the tile's counters per phase (prefill,
+each decode step) as JSON, with ``--sim`` the RTL tile's cycles (``rtl_cycles``) too; ``--listing``
+writes the annotated prefill and decode programs. The
 tile's parameters are options (defaults: the RTL defaults). A missing or malformed checkpoint, an
 unsupported architecture, a prompt token outside the vocabulary or a model that does not fit the
 tile's memories is a one-line error with exit status 2.
@@ -25,7 +30,7 @@ import numpy as np
 from poblano.errors import UsageError
 
 NAME = "run"
-HELP = "generate tokens from a checkpoint on the golden model or the tile's instruction-level model"
+HELP = "generate tokens from a checkpoint on the golden model, the tile's instruction-level model or its RTL"
 
 
 def add_arguments(parser):
@@ -39,9 +44,16 @@ def add_arguments(parser):
     engine.add_argument("--iss", action="store_true",
                         help="run the tile's programs on its instruction-level model, checked "
                              "against the golden model")
+    engine.add_argument("--sim", action="store_true",
+                        help="--iss, then the same runs on the RTL tile in a simulator, checked "
+                             "against the instruction-level model")
+    parser.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
+                        help="simulator of --sim (default verilator)")
     parser.add_argument("--logits", metavar="L.npy", help="write the logits (N, vocab) float32")
-    parser.add_argument("--report", metavar="R.json", help="write the tile's counters per phase (--iss)")
-    parser.add_argument("--listing", metavar="P.txt", help="write the prefill and decode listings (--iss)")
+    parser.add_argument("--report", metavar="R.json",
+                        help="write the tile's counters per phase (--iss, --sim)")
+    parser.add_argument("--listing", metavar="P.txt",
+                        help="write the prefill and decode listings (--iss, --sim)")
     tile = parser.add_argument_group("tile parameters")
     tile.add_argument("--spad-words", type=int, default=65536, help="scratchpad words (default 65536)")
     tile.add_argument("--mac-rows", type=int, default=4, help="MAC array rows (default 4)")
@@ -52,6 +64,9 @@ def add_arguments(parser):
     tile.add_argument("--kv-page-tokens", type=int, default=16, help="positions per page (default 16)")
     tile.add_argument("--kv-seqs", type=int, default=16, help="KV sequences (default 16)")
     tile.add_argument("--kv-pages-per-seq", type=int, default=16, help="pages per sequence (default 16)")
+    tile.add_argument("--vpu-max-k", type=int, default=8, help="vector unit's largest top-k (default 8)")
+    tile.add_argument("--vpu-rope-length", type=int, default=256,
+                      help="vector unit's longest rope row (default 256)")
     tile.add_argument("--weight-format", default="e2m1", help="MX element format of the weights")
     tile.add_argument("--act-format", default="e2m1", help="MX element format of the activations")
 
@@ -71,7 +86,8 @@ def _tile(args):
         return TileConfig(spad_words=args.spad_words, rows=args.mac_rows, cols=args.mac_cols,
                           interleave=args.interleave, lanes=args.lanes, kv_pages=args.kv_pages,
                           kv_page_tokens=args.kv_page_tokens, kv_seqs=args.kv_seqs,
-                          kv_max_pages_per_seq=args.kv_pages_per_seq,
+                          kv_max_pages_per_seq=args.kv_pages_per_seq, vpu_max_k=args.vpu_max_k,
+                          vpu_rope_length=args.vpu_rope_length,
                           # the modelled tile's MAC array runs the formats asked for (the RTL
                           # array runs e2m1 x e2m1 today: TileConfig.mac_formats)
                           mac_formats=tuple(dict.fromkeys((args.act_format, args.weight_format))))
@@ -98,15 +114,19 @@ def run(args):
 
     if args.generate < 0:
         raise UsageError(f"--generate must be non-negative, got {args.generate}")
-    if not args.iss and (args.report or args.listing):
-        raise UsageError("--report and --listing need --iss")
+    tiled = args.iss or args.sim
+    if not tiled and (args.report or args.listing):
+        raise UsageError("--report and --listing need --iss or --sim")
     prompt = _prompt(args.prompt)
     tile = _tile(args)
+    if args.sim and tile.mac_formats != ("e2m1",):
+        raise UsageError(f"--sim: the RTL MAC array runs e2m1 x e2m1 only, not "
+                         f"{args.act_format} x {args.weight_format} (--iss models the others)")
     try:
         model = transformer.Transformer(checkpoint.load_checkpoint(args.model), act_format=args.act_format,
                                         weight_format=args.weight_format, lanes=args.lanes)
         transformer.check_tokens(prompt, model.config.vocab_size, "prompt token")
-        if args.iss:
+        if tiled:
             runner = TileRunner(model, tile)
             runner.check_context(len(prompt), args.generate)
         ids, logits = transformer.generate(model, prompt, args.generate)
@@ -115,12 +135,27 @@ def run(args):
     except (checkpoint.CheckpointError, transformer.TransformerError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     status = 0
-    if args.iss:
+    if tiled:
         try:
             tile_ids, tile_logits = runner.generate(prompt, args.generate)
         except TileFault as exc:
             print(f"iss: the tile stopped: {exc}")
             return 1
+        if args.sim:
+            if not runner.trace:
+                raise UsageError("--sim needs at least one generated token (--generate 1 or more)")
+            from verification.runner import RunFailed
+            from verification.tile.model_run import run_on_rtl
+
+            print(f"sim: replaying {len(runner.trace)} runs on the RTL tile in {args.simulator} "
+                  f"(the first run of a configuration builds it) ...", flush=True)
+            try:
+                rtl = run_on_rtl(runner, sim=args.simulator)
+            except RunFailed as exc:
+                print(f"sim: MISMATCH: the RTL tile differs from the instruction-level model: {exc}")
+                return 1
+            for report, measured in zip(runner.reports, rtl, strict=True):
+                report["rtl_cycles"] = measured["cycles"]
         if args.listing:
             prefill = runner.compiled.forward(len(prompt), open_kv=True)
             decode = runner.compiled.forward(1)
@@ -136,11 +171,15 @@ def run(args):
         ids, logits = tile_ids, tile_logits
     print("prompt:   ", " ".join(str(i) for i in prompt))
     print("generated:", " ".join(str(i) for i in ids))
-    if args.iss and status == 0:
+    if tiled and status == 0:
         total = sum(r["instructions"] for r in runner.reports)
         weights = sum(r["weight_bytes"] for r in runner.reports)
         print(f"iss: tokens and logits equal the golden model bit for bit ({total} instructions, "
               f"{weights:,} weight bytes read)")
+    if args.sim and status == 0:
+        phases = ", ".join(f"{r['phase']} {r['rtl_cycles']:,}" for r in runner.reports)
+        print(f"sim: the RTL tile's logits and scratchpad equal the instruction-level model's after "
+              f"every run (cycles: {phases})")
     if args.logits:
         np.save(args.logits, logits.astype(np.float32))
     return status

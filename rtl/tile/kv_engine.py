@@ -59,7 +59,8 @@ class KvEngine(wiring.Component):
     ctl : ``In(kv_signature())``
         The sequencer's: one :data:`~rtl.tile.layouts.KvCommand`, then one status.
     spad : ``Out(wide_port_signature(spad_words, lanes))``
-        The scratchpad's row port, read only (``wr_en`` stays low).
+        The scratchpad's row port: read only (``wr_en`` stays low), and only from the cycle after a
+        command is accepted to the first cycle its status is valid.
     kv_cmd : ``Out(stream.Signature(geometry.command_layout()))``
         To :class:`rtl.kv.kv_cache.KvCache`'s ``cmd``: ``OPEN``, ``APPEND``, ``TRUNCATE``.
     kv_reply : ``In(stream.Signature(geometry.command_reply_layout()))``

@@ -23,7 +23,9 @@ def test_help_lists_the_flows():
     (["verilog", "--top", "nonexistent"], "unknown top 'nonexistent'"),
     (["formal", "--only", "no-such-proof"], "no proof matches"),
     (["fpga", "--top", "nonexistent"], "unknown top"),
-    (["sim", "--k", "33"], "multiple of 32"),
+    (["sim", "--gemm", "--k", "33"], "multiple of 32"),
+    (["sim", "--generate", "0"], "at least 1"),
+    (["sim", "--model", "no/such/dir"], "no/such/dir"),
 ])
 def test_bad_input_is_one_line_and_nonzero(args, message):
     out = _poblano(*args)

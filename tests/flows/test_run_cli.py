@@ -98,8 +98,31 @@ def test_errors(capsys, checkpoints, tmp_path):
         (("--model", good, "--prompt", "1", "--iss", "--kv-seqs", "2"), "KV sequences"),
         (("--model", good, "--prompt", "1", "--iss", "--lanes", "3"), "lanes must be a power of two"),
         (("--model", good, "--prompt", "1", "--report", "r.json"), "need --iss"),
+        (("--model", good, "--prompt", "1", "--sim", "--act-format", "e4m3"), "e2m1 x e2m1 only"),
         (("--model", good, "--prompt", "1", "--generate", "-1"), "non-negative"),
     ]
     for args, message in cases:
         status, out, err = _run(capsys, *args)
         assert status == 2 and message in err and err.count("\n") == 1, (args, err)
+
+
+SMALL_TILE_OPTIONS = ("--spad-words", "4096", "--lanes", "4", "--mac-rows", "2", "--mac-cols", "2",
+                      "--interleave", "4", "--vpu-max-k", "4", "--vpu-rope-length", "32", "--kv-pages", "8",
+                      "--kv-page-tokens", "4", "--kv-seqs", "8", "--kv-pages-per-seq", "4")
+
+
+@pytest.mark.cocotb
+def test_sim_runs_the_rtl_tile(tmp_path, capsys, checkpoints):
+    """``--sim`` on the tile of the model regression (its Verilator build is shared): the RTL's
+    cycles per phase in the report, the bit-exact line on stdout."""
+    from verification.tile.model_run import SMALL_TILE
+
+    assert SMALL_TILE.vpu_rope_length == 32 and SMALL_TILE.spad_words == 4096   # the options above
+    report = tmp_path / "r.json"
+    status, out, err = _run(capsys, "--model", str(checkpoints["tiny-llama"]), "--prompt", "5,6", "--generate",
+                            "2", "--sim", "--report", str(report), *SMALL_TILE_OPTIONS)
+    assert status == 0, out + err
+    assert "sim: the RTL tile's logits and scratchpad equal" in out
+    phases = json.loads(report.read_text())["phases"]
+    assert [p["phase"] for p in phases] == ["prefill", "decode"]
+    assert all(p["rtl_cycles"] > p["instructions"] for p in phases)

@@ -22,7 +22,7 @@ from poblano.host.tile_registers import AsyncRegisters, AxiLiteTransport, progra
 from rtl.tile.register_map import tile_register_map
 from sim_models.tile_isa import STATUS, TileConfig, decode_program
 from verification import config
-from verification.bench import start_clock_and_reset, wait_until
+from verification.bench import start_clock_and_reset, wait_for_high
 
 WEIGHT_BASE = 0x1_0000_0000 + 0x2000     # above 4 GiB: the high address register matters
 
@@ -100,8 +100,7 @@ async def _run(dut, regs, program, what, max_cycles):
     await regs.prog_len.write(len(program))
     await regs.irq_enable.write(done=1, error=1)
     await regs.ctrl.write(start=1)
-    await wait_until(dut.clk, lambda: int(dut.irq.value) == 1, max_cycles=max_cycles,
-                     what=f"the interrupt of {what}")
+    await wait_for_high(dut.irq, dut.clk, max_cycles=max_cycles, what=f"the interrupt of {what}")
     irq = await regs.irq_status.read_fields()
     await regs.irq_status.write(done=1, error=1)
     assert int(dut.irq.value) == 0, "the interrupt line falls when IRQ_STATUS is cleared"

@@ -9,42 +9,32 @@ import numpy as np
 import pytest
 
 from poblano.compiler import TileRunner
-from rtl.tile.tile import Tile
 from sim_models import checkpoint as ck
 from sim_models import transformer as tf
-from sim_models.tile_isa import TileConfig
-from verification.runner import SIMULATORS, run_cocotb
-from verification.tile.tb_tile import write_model_runs
+from verification.tile.model_run import SMALL_TILE, SMALL_TILE_PROG_WORDS, run_on_rtl
 
 MODELS = Path(__file__).resolve().parents[3] / "models"
-TILE = TileConfig(spad_words=4096, lanes=4, rows=2, cols=2, interleave=4, vpu_max_k=4, vpu_rope_length=32,
-                  kv_pages=8, kv_page_tokens=4, kv_seqs=8, kv_max_pages_per_seq=4)
-PROG_WORDS = 128
+TILE = SMALL_TILE
 PROMPT = [3, 1, 4, 1]
 
 
-def tile_build(head_dim):
-    """The design and its build parameters (shared by every model of this head dimension)."""
-    fields = ("spad_words", "lanes", "rows", "cols", "interleave", "vpu_max_k", "vpu_rope_length",
-              "kv_pages", "kv_page_tokens", "kv_seqs", "kv_max_pages_per_seq")
-    config = {"tile": {k: getattr(TILE, k) for k in fields}, "prog_words": PROG_WORDS, "head_dim": head_dim}
-    return (lambda: Tile(TILE, head_dim=head_dim, prog_words=PROG_WORDS)), config
+# Verilator runs both models over a prompt of four tokens and two decode steps (about 10 s each once
+# built); Icarus, some 40 times slower on this design, runs the MoE model (router, top-k, expert
+# weights addressed from computed indices) over two tokens and one decode step.
+RUNS = [("tiny-llama", "verilator", PROMPT, 3), ("tiny-mixtral", "verilator", PROMPT, 3),
+        ("tiny-mixtral", "icarus", PROMPT[:2], 2)]
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("sim", SIMULATORS)
-@pytest.mark.parametrize("kind", ["tiny-llama", "tiny-mixtral"])
-def test_prefill_and_decode_match_the_golden_model(kind, sim, tmp_path):
+@pytest.mark.parametrize(("kind", "sim", "prompt", "generate"), RUNS, ids=[f"{k}-{s}" for k, s, *_ in RUNS])
+def test_prefill_and_decode_match_the_golden_model(kind, sim, prompt, generate, tmp_path):
     config = ck.load_config(MODELS / kind / "config.json")
     model = tf.Transformer(ck.Checkpoint(config, ck.random_weights(config, 0)), lanes=TILE.lanes)
     runner = TileRunner(model, TILE)
-    ids, logits = runner.generate(PROMPT, 3)
-    golden_ids, golden_logits = tf.generate(model, PROMPT, 3)
+    ids, logits = runner.generate(prompt, generate)
+    golden_ids, golden_logits = tf.generate(model, prompt, generate)
     assert np.array_equal(ids, golden_ids)
     assert np.array_equal(logits.view(np.uint32), golden_logits.view(np.uint32))
-    runs = tmp_path / "runs.json"
-    write_model_runs(runs, runner)
-    design, build = tile_build(config.head_dim)
-    run_cocotb(design, toplevel="tile", config=build, test_module="verification.tile.tb_tile",
-               testcase="model_matches_the_iss", sim=sim, extra_env={"POBLANO_TILE_MODEL": str(runs)},
-               ports_only=True)
+    cycles = run_on_rtl(runner, sim=sim, job=tmp_path, prog_words=SMALL_TILE_PROG_WORDS)
+    assert [c["phase"] for c in cycles] == ["prefill"] + ["decode"] * (generate - 1)
+    assert [c["instructions"] for c in cycles] == [r["instructions"] for r in runner.reports]
