@@ -119,8 +119,8 @@ def test_sim_runs_the_rtl_tile(tmp_path, capsys, checkpoints):
 
     assert SMALL_TILE.vpu_rope_length == 32 and SMALL_TILE.spad_words == 4096   # the options above
     report = tmp_path / "r.json"
-    status, out, err = _run(capsys, "--model", str(checkpoints["tiny-llama"]), "--prompt", "5,6", "--generate",
-                            "2", "--sim", "--report", str(report), *SMALL_TILE_OPTIONS)
+    status, out, err = _run(capsys, "--model", str(checkpoints["tiny-llama"]), "--prompt", "5,6",
+                            "--generate", "2", "--sim", "--report", str(report), *SMALL_TILE_OPTIONS)
     assert status == 0, out + err
     assert "sim: the RTL tile's logits and scratchpad equal" in out
     phases = json.loads(report.read_text())["phases"]

@@ -48,7 +48,8 @@ def run_on_rtl(runner, *, sim: str = "verilator", job: Path | None = None,
     """Replay ``runner.trace`` on the RTL tile; returns ``[{"phase", "cycles", "instructions"}]``.
 
     ``prog_words``: the tile's program memory (default: the longest program, rounded up to a power
-    of two, at least 128: one build for small models); ``job``: the directory of the runs' files (default under ``build/``);
+    of two, at least 128: one build for small models); ``job``: the directory of the runs' files
+    (default under ``build/``);
     ``optimize``: Verilator's g++ optimisation (:func:`verification.runner.run_cocotb`).
 
     Raises :class:`verification.runner.RunFailed` when a run's logits, status or the final
