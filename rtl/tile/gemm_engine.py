@@ -101,16 +101,18 @@ class GemmEngine(wiring.Component):
     ------
     A fault is answered 2 or 3 cycles after the command. A GEMM takes 3 cycles of checks, then
     ``m * k / min(lanes, 32)`` cycles of scratchpad reads (one a cycle) plus the quantizer's 6,
-    then per tile about 6 cycles of set-up, the weight port's latency and the tile's weight beats
-    (``ceil((k/32) * w * 17 / data_bytes)`` for ``w`` columns: a B beat needs ``17 * cols`` bytes,
-    so the weight stream is this schedule's bottleneck, not the array's one beat a cycle); the
-    results of a tile are written while the next one streams (``rows * ceil(cols / lanes)`` cycles
-    a result beat), and after the last tile the array's latency and that tile's writes. Measured
-    in the Amaranth simulator with weight data every cycle and 8-byte beats
-    (``tests/rtl/tile/test_gemm_engine.py`` checks these): rows 2, cols 2, interleave 2, lanes 4:
-    ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 161 cycles, ``2, 96, 9`` (1 x 3 tiles) 164 cycles; the
-    default array (4 x 4, interleave 8, lanes 8): ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes)
-    315 cycles.
+    then one weight request per M-tile (the weight port's latency once per M-tile: its N-tiles lie
+    one after the other in the image and stream on without a new request), per tile about 5 cycles
+    of set-up and the tile's weight beats (``ceil((k/32) * w * 17 / data_bytes)`` for ``w``
+    columns: a B beat needs ``17 * cols`` bytes, so the weight stream is this schedule's
+    bottleneck, not the array's one beat a cycle); the results of a tile are written while the next
+    one streams (``rows * ceil(cols / lanes)`` cycles a result beat), and after the last tile the
+    array's latency and that tile's writes. Measured in the Amaranth simulator with weight data
+    every cycle and 8-byte beats (``tests/rtl/tile/test_gemm_engine.py`` checks these): rows 2,
+    cols 2, interleave 2, lanes 4: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 157 cycles, ``2, 96, 9``
+    (1 x 3 tiles) 159 cycles; the default array (4 x 4, interleave 8, lanes 8): ``5, 32, 40`` (2 x 2
+    tiles, 1,360 weight bytes) 313 cycles. A bus error ends the run at the next tile boundary, after
+    the rest of the request's beats are dropped.
 
     The weight requests are 4-byte aligned: an N-tile that starts or ends inside a word reads that
     whole word (at most 3 bytes before or after the tensor, inside the image except when
@@ -213,7 +215,7 @@ class GemmEngine(wiring.Component):
         a_base = Signal(24)                         # A-buffer index of row mt_row, block 0
         wt_off = Signal(WEIGHT_ADDR_BITS + 2)       # byte offset of the N-tile in the weight
         w_cols = Signal(range(tile_cols + 1))       # columns of this N-tile
-        tile_bytes = Signal(32)
+        row_bytes = Signal(36)                      # weight bytes of an M-tile (all its N-tiles)
         full_addr = Signal(WEIGHT_ADDR_BITS + 2)
         skip = Signal(2)
         tiles_fed = Signal(32)
@@ -276,7 +278,11 @@ class GemmEngine(wiring.Component):
         after = Signal(range(cap + 1))              # bytes held once this cycle's block is taken
         drop = Signal(2)                            # leading bytes of this beat to drop
         m.d.comb += [after.eq(ucount - Mux(take, BLOCK_BYTES, 0)), drop.eq(Mux(first_beat, skip, 0))]
-        m.d.comb += self.wdata.ready.eq(streaming & ~seen_last & (b_done | (after + db - drop <= cap)))
+        # Between the N-tiles of one request the unpacker keeps its bytes; after the last N-tile
+        # it drops the request's padding up to its last beat.
+        row_end = n0 + tile_cols >= c.n
+        m.d.comb += self.wdata.ready.eq(streaming & ~seen_last &
+                                        Mux(b_done, row_end, after + db - drop <= cap))
         accept = self.wdata.valid & self.wdata.ready
         shifted = Mux(take, ub >> block_bits, ub)
         incoming = self.wdata.payload.data >> Cat(Const(0, 3), drop)
@@ -287,7 +293,7 @@ class GemmEngine(wiring.Component):
         with m.Elif(take):
             m.d.sync += [ub.eq(shifted), ucount.eq(after)]
 
-        tile_fed = (a_kk == kb) & ~a_busy & ~a_tag_valid & b_done & seen_last
+        tile_fed = (a_kk == kb) & ~a_busy & ~a_tag_valid & b_done & (seen_last | ~row_end)
 
         # -- phase 3: result beats -> destination rows ----------------------------------------------
         o_mt_row = Signal(13)
@@ -386,17 +392,22 @@ class GemmEngine(wiring.Component):
                              full_addr.eq(self.weight_base + c.w[:WEIGHT_ADDR_BITS] + wt_off)]
                 m.next = "SIZE"
             with m.State("SIZE"):
-                m.d.sync += [tile_bytes.eq(kb_bytes * w_cols), skip.eq(full_addr[:2])]
-                m.next = "REQUEST"
+                # One weight request per M-tile: the N-tiles' weights lie one after the other in
+                # the image, so the stream runs on from tile to tile without a request's latency.
+                m.d.sync += [row_bytes.eq(kb_bytes * c.n), skip.eq(full_addr[:2]),
+                             a_kk.eq(0), a_ptr.eq(a_base), b_j.eq(0), b_c.eq(0), b_kk.eq(0)]
+                with m.If(n0 == 0):
+                    m.next = "REQUEST"
+                with m.Else():
+                    m.next = "COMMAND"
             with m.State("REQUEST"):
                 length = Signal(34)
-                m.d.comb += [length.eq(skip + tile_bytes + 3),
+                m.d.comb += [length.eq(skip + row_bytes + 3),
                              self.wreq.valid.eq(1),
                              self.wreq.payload.addr.eq(Cat(Const(0, 2), full_addr[2:])),
                              self.wreq.payload.length.eq(Cat(Const(0, 2), length[2:]))]
                 with m.If(self.wreq.ready):
-                    m.d.sync += [a_kk.eq(0), a_ptr.eq(a_base), b_j.eq(0), b_c.eq(0), b_kk.eq(0),
-                                 ucount.eq(0), ub.eq(0), first_beat.eq(1), seen_last.eq(0)]
+                    m.d.sync += [ucount.eq(0), ub.eq(0), first_beat.eq(1), seen_last.eq(0)]
                     m.next = "COMMAND"
             with m.State("COMMAND"):
                 m.d.comb += [mac.cmd.valid.eq(1), mac.cmd.payload.blocks.eq(kb), mac.cmd.payload.has_c.eq(0)]
@@ -417,10 +428,17 @@ class GemmEngine(wiring.Component):
                                  a_base.eq(a_base + kb * rows)]
                 with m.Else():
                     m.d.sync += [n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)]
-                with m.If(err | self.werror | (last_n & last_m)):
+                with m.If(err | self.werror):
+                    m.next = "FLUSH"
+                with m.Elif(last_n & last_m):
                     m.next = "DRAIN"
                 with m.Else():
                     m.next = "SETUP"
+            with m.State("FLUSH"):                  # a failed run: the request's other beats are dropped
+                m.d.comb += self.wdata.ready.eq(~seen_last)
+                with m.If(seen_last | (self.wdata.valid & self.wdata.payload.last)):
+                    m.d.sync += seen_last.eq(1)
+                    m.next = "DRAIN"
             with m.State("DRAIN"):                  # the results of the last tiles are written
                 with m.If(tiles_written == tiles_fed):
                     m.d.sync += status.eq(Mux(err | self.werror, Status.BUS_ERROR, Status.OK))

@@ -34,23 +34,28 @@ _RTL_FIELDS = ("spad_words", "rows", "cols", "interleave", "lanes", "kv_pages", 
                "kv_max_pages_per_seq", "vpu_max_k", "vpu_rope_length")
 
 
-def tile_build(tile, head_dim: int, prog_words: int):
+def tile_build(tile, head_dim: int, prog_words: int, data_bytes: int = 8):
     """``(design factory, build parameters)`` of the RTL tile for ``tile`` (a ``TileConfig``)."""
     from rtl.tile.tile import Tile
 
     config = {"tile": {k: getattr(tile, k) for k in _RTL_FIELDS}, "prog_words": prog_words,
               "head_dim": head_dim}
-    return (lambda: Tile(tile, head_dim=head_dim, prog_words=prog_words)), config
+    if data_bytes != 8:
+        config["data_bytes"] = data_bytes
+    return (lambda: Tile(tile, head_dim=head_dim, prog_words=prog_words, data_bytes=data_bytes)), config
 
 
 def run_on_rtl(runner, *, sim: str = "verilator", job: Path | None = None,
-               prog_words: int | None = None, optimize: str = "-O1") -> list[dict]:
+               prog_words: int | None = None, optimize: str = "-O1", data_bytes: int = 8,
+               pauses: bool = True) -> list[dict]:
     """Replay ``runner.trace`` on the RTL tile; returns ``[{"phase", "cycles", "instructions"}]``.
 
     ``prog_words``: the tile's program memory (default: the longest program, rounded up to a power
     of two, at least 128: one build for small models); ``job``: the directory of the runs' files
     (default under ``build/``);
-    ``optimize``: Verilator's g++ optimisation (:func:`verification.runner.run_cocotb`).
+    ``optimize``: Verilator's g++ optimisation (:func:`verification.runner.run_cocotb`);
+    ``data_bytes``: the weight port's width in bytes per beat; ``pauses``: the weight memory pauses
+    at random (as in the regression) or answers every cycle (for cycle figures).
 
     Raises :class:`verification.runner.RunFailed` when a run's logits, status or the final
     scratchpad differ from the ISS (the log in the run directory names the first difference).
@@ -66,8 +71,8 @@ def run_on_rtl(runner, *, sim: str = "verilator", job: Path | None = None,
     job.mkdir(parents=True, exist_ok=True)
     runs, result = job / "runs.json", job / "cycles.json"
     result.unlink(missing_ok=True)
-    write_model_runs(runs, runner, result)
-    design, config = tile_build(runner.tile, runner.compiled.config.head_dim, prog_words)
+    write_model_runs(runs, runner, result, pauses=pauses)
+    design, config = tile_build(runner.tile, runner.compiled.config.head_dim, prog_words, data_bytes)
     run_cocotb(design, toplevel="tile", config=config, test_module="verification.tile.tb_tile",
                testcase="model_matches_the_iss", sim=sim, extra_env={"POBLANO_TILE_MODEL": str(runs)},
                ports_only=True, optimize=optimize)

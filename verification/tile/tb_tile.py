@@ -60,9 +60,9 @@ def write_cases(path, tile: TileConfig, cases, *, head_dim=32):
         json.dump(out, f)
 
 
-async def _attach(dut, ram_size):
-    """The host driver and the weight memory on the tile's ports, then reset: ``(tile config, prog
-    words, registers, ram)``."""
+async def _attach(dut, ram_size, pauses=True):
+    """The host driver and the weight memory (pausing at random unless ``pauses`` is false) on the
+    tile's ports, then reset: ``(tile config, registers, ram)``."""
     cfg = config()
     tile = TileConfig(**cfg["tile"])
     seed = random.getrandbits(32)
@@ -79,8 +79,9 @@ async def _attach(dut, ram_size):
     ram = AxiRamRead(AxiReadBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
                      size=ram_size)
     ram.log.setLevel(logging.WARNING)
-    ram.ar_channel.set_pause_generator(_pauses(random.Random(rng.getrandbits(32)), 0.2))
-    ram.r_channel.set_pause_generator(_pauses(random.Random(rng.getrandbits(32)), 0.3))
+    if pauses:
+        ram.ar_channel.set_pause_generator(_pauses(random.Random(rng.getrandbits(32)), 0.2))
+        ram.r_channel.set_pause_generator(_pauses(random.Random(rng.getrandbits(32)), 0.3))
     await start_clock_and_reset(dut)
     assert await regs.id.read() == 0x4E4C4250
     return tile, regs, ram
@@ -142,10 +143,11 @@ async def programs_match_the_iss(dut):
                       STATUS[status["code"]], await regs.steps.read(), await regs.cycles.read())
 
 
-def write_model_runs(path, runner, result=None):
+def write_model_runs(path, runner, result=None, pauses=True):
     """Write the runs of a :class:`poblano.compiler.TileRunner` (its ``trace``, after ``generate``)
     for :func:`model_matches_the_iss`, with the ISS's scratchpad at the end; ``result``: where the
-    testbench writes the tile's cycles per run (JSON)."""
+    testbench writes the tile's cycles per run (JSON); ``pauses``: the weight memory pauses at
+    random, or answers every cycle."""
     from sim_models.tile_isa import encode_program
 
     runs = [{"phase": r["phase"], "ids_addr": r["ids_addr"], "ids": r["ids"],
@@ -153,7 +155,8 @@ def write_model_runs(path, runner, result=None):
              "logits_addr": r["logits_addr"], "logits": r["logits"]} for r in runner.trace]
     with open(path, "w") as f:
         json.dump({"image": bytes(runner.compiled.image.data).hex(), "runs": runs,
-                   "spad": [int(w) for w in runner.iss.spad], "result": str(result) if result else None}, f)
+                   "spad": [int(w) for w in runner.iss.spad], "result": str(result) if result else None,
+                   "pauses": pauses}, f)
 
 
 @cocotb.test()
@@ -164,7 +167,8 @@ async def model_matches_the_iss(dut):
     with open(os.environ["POBLANO_TILE_MODEL"]) as f:
         model = json.load(f)
     image = bytes.fromhex(model["image"])
-    tile, regs, ram = await _attach(dut, 1 << (len(image) + WEIGHT_BASE % (1 << 16)).bit_length())
+    tile, regs, ram = await _attach(dut, 1 << (len(image) + WEIGHT_BASE % (1 << 16)).bit_length(),
+                                    pauses=model.get("pauses", True))
     await _load_weights(regs, ram, image)
     await regs.step_limit.write(0xFFFF_FFFF)
     cycles = []
