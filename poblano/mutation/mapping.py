@@ -149,7 +149,7 @@ OVERRIDES = {
     "rtl/vpu/rms_scale.py": _vpu("test_rms_scale.py"),
     "rtl/vpu/round_pack.py": _vpu("test_round_pack.py", "test_fp32_fma.py"),
     "rtl/vpu/topk.py": _vpu("test_topk.py", proofs=("vpu_topk*",)),
-    "rtl/vpu/vector_unit.py": _vpu(note="through its cocotb regression"),
+    "rtl/vpu/vector_unit.py": _vpu("test_vector_unit_sequences.py", note="then its cocotb regression"),
     "rtl/tile/layouts.py": _tile("test_sequencer.py", "test_vop_engine.py", "test_gemm_engine.py",
                                  "test_kv_engine.py", "test_attention_engine.py"),
     "rtl/tile/scratchpad.py": _tile("test_scratchpad.py", "test_sequencer.py", "test_vop_engine.py",

@@ -360,8 +360,11 @@ class VectorUnit(wiring.Component):
                                        "grid": 1, "store": 1, "first": 1, "row_last": 1,
                                        "index": range(max(rope_beats, 2))})
         line = [Signal(beat_info, name=f"beat_d{k}") for k in range(depth + 1)]
+        # A bad row (NaN or an infinity in rmsnorm's sum of squares or softmax's maximum) makes only
+        # that command's outputs NaN: the flag outlives the command, so later ones must not see it.
+        scalar_bad = row_bad & ((op == Op.RMSNORM) | (op == Op.SOFTMAX))
         m.d.comb += [line[0].valid.eq(issue & flags["lanes"]), line[0].last.eq(last_beat & last_row),
-                     line[0].mask.eq(mask), line[0].bad.eq(row_bad),
+                     line[0].mask.eq(mask), line[0].bad.eq(scalar_bad),
                      line[0].grid.eq(issue & flags["grid"]), line[0].first.eq(beat == 0),
                      line[0].store.eq(issue & flags["store"]), line[0].index.eq(beat),
                      line[0].row_last.eq(last_beat)]

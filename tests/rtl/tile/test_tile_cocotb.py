@@ -104,4 +104,5 @@ def test_tile_programs_match_the_iss(sim, tmp_path):
     run_cocotb(lambda: Tile(TILE, prog_words=PROG_WORDS), toplevel="tile",
                config={"tile": tile, "prog_words": PROG_WORDS},
                test_module="verification.tile.tb_tile", sim=sim,
-               extra_env={"POBLANO_TILE_CASES": str(cases)}, ports_only=True)
+               testcase="programs_match_the_iss", extra_env={"POBLANO_TILE_CASES": str(cases)},
+               ports_only=True)
