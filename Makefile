@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) -v --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist worksteal -v --durations=15 $(PYTEST_ARGS)
 
 sim: $(STAMP)
 	$(BIN)/poblano sim

@@ -29,8 +29,10 @@ def _commands():
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="poblano",
-        description="Poblano: an open LLM-inference compute die (MXFP4 MAC array, KV-cache "
-                    "controller, mesh fabric). Flows for simulation, Verilog, lint, formal and FPGA.")
+        description="Poblano: an open LLM-inference compute die (MX MAC array and quantizer, vector "
+                    "unit, KV-cache controller, mesh fabric, and the compute tile that runs a "
+                    "LLaMA/Mixtral checkpoint on them). Flows for simulation, Verilog, lint, formal "
+                    "and FPGA.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _commands():
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)

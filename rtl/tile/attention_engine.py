@@ -12,6 +12,7 @@ from rtl.tile.layouts import (
     SPAD_EA_BITS,
     AttnCommand,
     Status,
+    VopCommand,
     attn_signature,
     vop_signature,
     wide_port_signature,
@@ -158,9 +159,11 @@ class AttentionEngine(wiring.Component):
         def vop_step(name, then, **fields):
             """States ``name`` (issue one internal command) and ``name_WAIT`` (its status)."""
             with m.State(name):
-                m.d.comb += [self.vop.cmd.valid.eq(1), cmd.internal.eq(1)]
-                for key, value in fields.items():
-                    m.d.comb += getattr(cmd, key).eq(value)
+                # every field set here (those not given to 0): no part of the payload is left to a
+                # constant driver outside the FSM
+                m.d.comb += self.vop.cmd.valid.eq(1)
+                for key in VopCommand.members:
+                    m.d.comb += getattr(cmd, key).eq(fields.get(key, 1 if key == "internal" else 0))
                 with m.If(self.vop.cmd.ready):
                     m.next = name + "_WAIT"
             with m.State(name + "_WAIT"):

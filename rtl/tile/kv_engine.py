@@ -219,7 +219,9 @@ class KvEngine(wiring.Component):
 
             # KVAPPEND
             with m.State("APPEND"):
-                m.d.comb += request.op.eq(KvOp.APPEND)
+                # (inject's check-bit mask is zero for every command sent; assigned here so that the
+                # back end writes it into the FSM's process, not as a constant Verilator flags)
+                m.d.comb += [request.op.eq(KvOp.APPEND), request.check.eq(0)]
                 with m.If(seq >= g.seqs):           # no such sequence: nothing is sent
                     m.d.sync += status.eq(Status.KV_ERROR)
                     m.next = "RESPOND"

@@ -177,7 +177,7 @@ async def model_matches_the_iss(dut):
         await regs.write_words("spad", run["ids_addr"], run["ids"])
         for r, value in run["regs"].items():
             await regs.write_words("gpr", int(r), [value])
-        status = await _run(dut, regs, decode_program(bytes.fromhex(run["program"])), what, 2_000_000)
+        status = await _run(dut, regs, decode_program(bytes.fromhex(run["program"])), what, 200_000_000)
         assert status["code"] == 0, f"{what}: the tile stopped with {STATUS[status['code']]}"
         got = await regs.read_words("spad", run["logits_addr"], len(run["logits"]))
         diff = [i for i, (x, y) in enumerate(zip(got, run["logits"], strict=True)) if x != y]
