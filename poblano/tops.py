@@ -67,6 +67,12 @@ TOPS = [
         description="compute tile (TileConfig defaults): AXI4-Lite registers, sequencer, 65,536-word "
                     "scratchpad in 8 banks, VOP engine and 8-lane vector unit, GEMM engine with the MX "
                     "quantizer and 4x4 MAC array, AXI4 weight port"),
+    Top("tile_ulx3s", "poblano.tops:ulx3s_tile", {"rows": 1, "cols": 2, "lanes": 1}, fpga=True,
+        target_mhz=50,
+        description="compute tile sized for the ULX3S-85F: 1 vector lane, 1x2 MAC array (products on "
+                    "9 MULT18 + 4 DP16KD pairs per PE), 4,096-word scratchpad, 512 instructions, KV "
+                    "slice of 16 pages x 16 records in one bank (head_dim 32); its clock goal is the "
+                    "vector unit's (the slowest block)"),
 ]
 
 
@@ -75,6 +81,17 @@ def router_with_dynamic_vcs(x, y, order_buckets=32):
     from rtl.noc.layouts import NocParams
     from rtl.noc.router import Router
     return Router(NocParams(order_buckets=order_buckets), x, y)
+
+
+def ulx3s_tile(rows, cols, lanes=2, mapping=(9, 4), spad_words=4096, kv_pages=16, prog_words=512):
+    """The compute tile in a configuration sized for one ULX3S-85F (the KV records of head_dim 32
+    are 1,152 bits with ECC: one bank keeps them to 32 DP16KD)."""
+    from rtl.tile.tile import Tile
+    from sim_models.tile_isa import TileConfig
+    config = TileConfig(spad_words=spad_words, rows=rows, cols=cols, interleave=8, lanes=lanes,
+                        kv_pages=kv_pages, kv_page_tokens=16, kv_seqs=16, kv_max_pages_per_seq=16,
+                        kv_banks=1)
+    return Tile(config, head_dim=32, prog_words=prog_words, mac_mapping=mapping)
 
 
 def names():

@@ -218,7 +218,8 @@ class TileConfig:
     tile is ``rows x (cols * interleave)`` outputs; ``lanes``: the vector unit
     (``rtl.vpu.vector_unit.VectorUnit`` default, and the golden model's ``lanes``); ``spad_words``:
     the activation scratchpad; ``kv_*``: the KV-cache controller slice (``sim_models.kv_cache.
-    KvConfig`` defaults; its ``token_bits`` follow the model's head dimension);
+    KvConfig`` defaults, ``kv_banks`` its ``banks``: a timing parameter, no result depends on it;
+    its ``token_bits`` follow the model's head dimension);
     ``weight_bytes``: the weight memory behind the AXI4 read port; ``vpu_max_k`` and
     ``vpu_rope_length``: the vector unit's largest ``topk`` k and longest ``rope`` row (its
     ``max_k`` and ``rope_length``), beyond which a ``VOP`` stops with ``vpu_refused``;
@@ -235,6 +236,7 @@ class TileConfig:
     kv_page_tokens: int = 16
     kv_seqs: int = 16
     kv_max_pages_per_seq: int = 16
+    kv_banks: int = 4
     weight_bytes: int = 1 << 32
     vpu_max_k: int = 8
     vpu_rope_length: int = 256
@@ -242,7 +244,7 @@ class TileConfig:
 
     def __post_init__(self):
         for name in ("spad_words", "rows", "cols", "interleave", "lanes", "kv_pages",
-                     "kv_page_tokens", "kv_seqs", "kv_max_pages_per_seq", "weight_bytes",
+                     "kv_page_tokens", "kv_seqs", "kv_max_pages_per_seq", "kv_banks", "weight_bytes",
                      "vpu_max_k", "vpu_rope_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -272,7 +274,7 @@ class TileConfig:
         from sim_models.kv_cache import KvConfig
         return KvConfig(pages=self.kv_pages, page_tokens=self.kv_page_tokens,
                         token_bits=2 * head_dim * 16, seqs=self.kv_seqs,
-                        max_pages_per_seq=self.kv_max_pages_per_seq)
+                        max_pages_per_seq=self.kv_max_pages_per_seq, banks=self.kv_banks)
 
 
 def encoding_table() -> str:

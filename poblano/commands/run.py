@@ -15,8 +15,11 @@ greedily, and prints the prompt and the generated ids.
 
 ``--logits`` writes the float32 logits ``(N, vocab)``, one row per generated token (the row that
 chose it); ``--report`` (with ``--iss`` or ``--sim``) writes the tile's counters per phase (prefill,
-each decode step) as JSON, with ``--sim`` the RTL tile's cycles (``rtl_cycles``) too; ``--listing``
-writes the annotated prefill and decode programs. The
+each decode step) as JSON: ``{"tile": parameters, "phases": [...]}``, each phase with the ISS's
+counters (``TileIss.counters()``: instructions, weight and KV bytes, MAC block pairs and beats, ...)
+and, with ``--sim``, the RTL tile's cycles (``rtl_cycles``) and ``rtl``, the breakdown measured by
+its performance counters (:func:`rtl_breakdown`); ``--listing`` writes the annotated prefill and
+decode programs. The
 tile's parameters are options (defaults: the RTL defaults). A missing or malformed checkpoint, an
 unsupported architecture, a prompt token outside the vocabulary or a model that does not fit the
 tile's memories is a one-line error with exit status 2.
@@ -107,6 +110,23 @@ def _first_difference(ids, logits, ref_ids, ref_logits):
     return None
 
 
+def rtl_breakdown(measured, iss_report, tile):
+    """The ``rtl`` entry of a ``--sim`` report phase: what the RTL tile's counters measured in one run.
+
+    ``measured`` is a run of :func:`verification.tile.model_run.run_on_rtl`: ``cycles``,
+    ``instructions``, the cycles per instruction class (``gemm_cycles``, ``attn_cycles``,
+    ``vop_cycles``, ``kv_cycles``, ``copy_cycles``, ``other_cycles``: they add up to ``cycles``),
+    ``weight_stall_cycles``, ``weight_bytes``, ``weight_beats``, ``kv_reads``, ``kv_appends``,
+    ``kv_bytes_read``, ``kv_bytes_written`` (``docs/tile.md``, "Performance counters"). Added:
+    ``mac_utilization``, the ISS's useful MAC block pairs (``m n k / 32``, exact) over the
+    ``rows * cols`` block pairs the array could have done in the run's measured cycles.
+    """
+    out = {k: v for k, v in measured.items() if k != "phase"}
+    peak = tile.rows * tile.cols * measured["cycles"]
+    out["mac_utilization"] = round(iss_report["mac_block_pairs"] / peak, 6) if peak else 0.0
+    return out
+
+
 def run(args):
     from poblano.compiler import CompileError, TileRunner, listing
     from sim_models import checkpoint, transformer
@@ -156,6 +176,7 @@ def run(args):
                 return 1
             for report, measured in zip(runner.reports, rtl, strict=True):
                 report["rtl_cycles"] = measured["cycles"]
+                report["rtl"] = rtl_breakdown(measured, report, tile)
         if args.listing:
             prefill = runner.compiled.forward(len(prompt), open_kv=True)
             decode = runner.compiled.forward(1)
@@ -180,6 +201,12 @@ def run(args):
         phases = ", ".join(f"{r['phase']} {r['rtl_cycles']:,}" for r in runner.reports)
         print(f"sim: the RTL tile's logits and scratchpad equal the instruction-level model's after "
               f"every run (cycles: {phases})")
+        for r in runner.reports:
+            m = r["rtl"]
+            print(f"  {r['phase']:8} {m['cycles']:>10,} cycles: GEMM {m['gemm_cycles']:,}, ATTN "
+                  f"{m['attn_cycles']:,}, VOP {m['vop_cycles']:,}, KV {m['kv_cycles']:,}, copies "
+                  f"{m['copy_cycles']:,}, other {m['other_cycles']:,}; weight stalls "
+                  f"{m['weight_stall_cycles']:,}; MAC utilization {100 * m['mac_utilization']:.1f}%")
     if args.logits:
         np.save(args.logits, logits.astype(np.float32))
     return status

@@ -51,7 +51,8 @@ class ControlPath(Elaboratable):
     row port belongs to the GEMM engine or the KV engine while they run an instruction, else to the
     VOP engine; the VOP engine takes its commands from the attention engine while an ``ATTN`` runs,
     else from the sequencer. The VOP engine's address space is the scratchpad followed by the
-    attention engine's buffer (``extra_words``), which only the attention engine's commands reach.
+    attention engine's two memories (its ``extra0`` and ``extra1`` ports), which only the attention
+    engine's commands reach.
 
     Parameters
     ----------
@@ -63,15 +64,19 @@ class ControlPath(Elaboratable):
     gemm : :class:`~rtl.tile.gemm_engine.GemmEngine`, optional
         Joined to the sequencer and to the scratchpad's row port when given; its weight streams
         stay open.
+    attention : dict, optional
+        Options of the :class:`~rtl.tile.attention_engine.AttentionEngine` (``stage_records``,
+        ``max_group``).
     """
 
-    def __init__(self, config: TileConfig, *, head_dim=32, prog_words=64, data_bytes=8, gemm=None):
+    def __init__(self, config: TileConfig, *, head_dim=32, prog_words=64, data_bytes=8, gemm=None,
+                 attention=None):
         self.config = config
         self.head_dim = head_dim
         self.seq = Sequencer(config, prog_words=prog_words, data_bytes=data_bytes)
         self.spad = Scratchpad(config.spad_words, config.lanes)
-        self.attn = AttentionEngine(config, head_dim)
-        self.vop = VopEngine(config, extra_words=self.attn.buffer_words)
+        self.attn = AttentionEngine(config, head_dim, **(attention or {}))
+        self.vop = VopEngine(config, extra_memories=self.attn.memories)
         self.kv_engine = KvEngine(config, head_dim)
         self.kv = KvCache(**dataclasses.asdict(config.kv_config(head_dim)))
         self.gemm = gemm
@@ -79,7 +84,6 @@ class ControlPath(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        spad_words = self.config.spad_words
         seq, spad, vop, attn, kv_engine, kv = (self.seq, self.spad, self.vop, self.attn, self.kv_engine,
                                                self.kv)
         m.submodules.seq, m.submodules.spad, m.submodules.vop = seq, spad, vop
@@ -102,34 +106,23 @@ class ControlPath(Elaboratable):
         with m.Else():
             wiring.connect(m, seq.vop, vop.ctl)
 
-        # The VOP engine's accesses: below spad_words the scratchpad, above it the attention buffer
-        read_high, read_high_q = vop.spad.rd_addr >= spad_words, Signal()
-        write_high = vop.spad.wr_addr >= spad_words
-        with m.If(vop.spad.rd_en):
-            m.d.sync += read_high_q.eq(read_high)
-        m.d.comb += [
-            attn.buffer.rd_addr.eq(vop.spad.rd_addr - spad_words),
-            attn.buffer.rd_en.eq(vop.spad.rd_en & read_high),
-            attn.buffer.wr_addr.eq(vop.spad.wr_addr - spad_words),
-            attn.buffer.wr_en.eq(vop.spad.wr_en & write_high),
-            attn.buffer.wr_mask.eq(vop.spad.wr_mask), attn.buffer.wr_data.eq(vop.spad.wr_data),
-            vop.spad.rd_data.eq(Mux(read_high_q, attn.buffer.rd_data, spad.wide.rd_data)),
-        ]
-        low = {"rd_addr": vop.spad.rd_addr, "rd_en": vop.spad.rd_en & ~read_high,
-               "wr_addr": vop.spad.wr_addr, "wr_en": vop.spad.wr_en & ~write_high,
-               "wr_mask": vop.spad.wr_mask, "wr_data": vop.spad.wr_data}
+        # The VOP engine's extra memories are the attention engine's
+        wiring.connect(m, vop.extra0, attn.scores)
+        wiring.connect(m, vop.extra1, attn.records)
 
-        # The scratchpad's row port: the GEMM engine's or the KV engine's while they run
+        # The scratchpad's row port: the GEMM engine's or the KV engine's while they run, else the
+        # VOP engine's
         owners = [(_active(m, seq.kv, "kv_active"), kv_engine.spad)]
         if self.gemm is not None:
             m.submodules.gemm = self.gemm
             wiring.connect(m, seq.gemm, self.gemm.ctl)
             owners.append((_active(m, seq.gemm, "gemm_active", self.gemm_active), self.gemm.spad))
         row = spad.wide
-        for name, value in low.items():
+        for name in ("rd_addr", "rd_en", "wr_addr", "wr_en", "wr_mask", "wr_data"):
+            value = getattr(vop.spad, name)
             for active, port in owners:
                 value = Mux(active, getattr(port, name), value)
             m.d.comb += getattr(row, name).eq(value)
-        for _, port in owners:
+        for port in [vop.spad] + [port for _, port in owners]:
             m.d.comb += port.rd_data.eq(row.rd_data)
         return m

@@ -9,6 +9,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import parameter_error
+from rtl.mx.dot_product import LUT_PRODUCTS
 from rtl.mx.layouts import BLOCK_SIZE, MXBlock, a_beat, b_beat
 from rtl.mx.mac_array import MacArray
 from rtl.mx.quantizer import MXQuantizer, QuantizeMode
@@ -76,6 +77,9 @@ class GemmEngine(wiring.Component):
         port); ``mac_formats`` must be ``("e2m1",)``, what the array runs.
     data_bytes : int
         Bytes per beat of the weight port's data stream (a power of two, at least 4).
+    mac_mapping : ProductMapping or (int, int)
+        Where the MAC array builds its element products (``rtl.mx.mac_array.MacArray``'s
+        ``mapping``: LUT tables by default; an FPGA build moves some onto multipliers and block RAM).
 
     Interface attributes
     --------------------
@@ -119,7 +123,7 @@ class GemmEngine(wiring.Component):
     ``weight_size`` is not a multiple of 4).
     """
 
-    def __init__(self, config: TileConfig | None = None, *, data_bytes=8):
+    def __init__(self, config: TileConfig | None = None, *, data_bytes=8, mac_mapping=LUT_PRODUCTS):
         self.config = TileConfig() if config is None else config
         if not isinstance(data_bytes, int) or data_bytes < 4 or data_bytes & (data_bytes - 1):
             raise parameter_error(self, ValueError, f"data_bytes must be a power of two of at least 4, "
@@ -128,6 +132,7 @@ class GemmEngine(wiring.Component):
             raise parameter_error(self, ValueError, f"the MAC array runs E2M1 x E2M1 only: mac_formats "
                                   f"must be ('e2m1',), got {self.config.mac_formats!r}")
         self.data_bytes = data_bytes
+        self.mac_mapping = mac_mapping
         super().__init__({
             "ctl": In(gemm_signature()),
             "weight_base": In(WEIGHT_ADDR_BITS),
@@ -151,7 +156,7 @@ class GemmEngine(wiring.Component):
         block_bits = MXBlock.size
 
         m.submodules.quantizer = quant = MXQuantizer("fp32", ("e2m1",))
-        m.submodules.array = mac = MacArray(rows, cols, interleave=slots)
+        m.submodules.array = mac = MacArray(rows, cols, interleave=slots, mapping=self.mac_mapping)
         m.submodules.abuf = abuf = Memory(shape=block_bits, depth=depth, init=[])
         ab_wr, ab_rd = abuf.write_port(), abuf.read_port()
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)

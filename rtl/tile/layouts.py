@@ -109,6 +109,7 @@ VopCommand = data.StructLayout({
     "c": SPAD_EA_BITS, "c_s": 16,
     "bcast": 3, "scalar0": 32, "scalar1": 32,
     "internal": 1, "chain": 1,
+    "group": 8, "dst_si": 16, "a_si": 16, "b_si": 16, "c_si": 16,
 })
 """A ``VOP`` instruction with its registers applied: effective base addresses (field + register),
 strides, the broadcast bits and the two scalars (``sim_models.tile_isa`` for their meaning).
@@ -116,7 +117,12 @@ strides, the broadcast bits and the two scalars (``sim_models.tile_isa`` for the
 The sequencer leaves ``internal`` and ``chain`` at 0. The attention engine's own commands set
 ``internal`` (their addresses may reach the engine's private buffer beyond the scratchpad, and the
 overlap rule does not apply) and, for its accumulation, ``chain``: operand ``c`` of row ``r``
-is read only once result row ``r - 1`` is written (``acc = fma(p_t, V_t, acc)`` row after row)."""
+is read only once result row ``r - group`` is written (``acc = fma(p_t, V_t, acc)`` row after row).
+
+``group`` (0 or 1: plain rows) makes the rows two-dimensional, for the attention engine's commands
+over several heads at once: row ``r`` is member ``j = r % group`` of group ``o = r // group``, and
+operand ``X`` of it starts at ``X + o * X_s + j * X_si`` (the destination likewise with ``dst_s``
+and ``dst_si``). The sequencer leaves ``group`` and the ``_si`` strides at 0."""
 
 
 def vop_signature() -> wiring.Signature:

@@ -39,7 +39,7 @@ from sim_models.tile_isa import STATUS, TileConfig
 
 __all__ = ["CONST", "RO", "RW", "W1C", "STROBE", "ACCESS_KINDS", "Field", "Register", "Region",
            "RegisterMap", "tile_register_map", "TILE_REGISTERS", "TILE_ID", "TILE_MAP_VERSION",
-           "DEFAULT_PROG_WORDS", "MAX_PROG_WORDS", "PROGRAM_WORDS_PER_INSTRUCTION"]
+           "DEFAULT_PROG_WORDS", "MAX_PROG_WORDS", "PROGRAM_WORDS_PER_INSTRUCTION", "PERF_COUNTERS"]
 
 CONST, RO, RW, W1C, STROBE = "const", "ro", "rw", "w1c", "strobe"
 ACCESS_KINDS = (CONST, RO, RW, W1C, STROBE)
@@ -444,14 +444,43 @@ def _one_line(text):
 
 TILE_ID = int.from_bytes(b"PBLN", "little")
 """``ID``: the bytes ``P B L N`` at increasing addresses (0x4E4C4250)."""
-TILE_MAP_VERSION = (1, 0)
-"""``VERSION``: (major, minor) of this map; a host refuses a major it does not know."""
+TILE_MAP_VERSION = (1, 1)
+"""``VERSION``: (major, minor) of this map; a host refuses a major it does not know. Minor 1 added
+the performance counters (``PERF_*``)."""
 PROGRAM_WORDS_PER_INSTRUCTION = 8
 """A 256-bit instruction is 8 consecutive little-endian 32-bit words of ``PROGRAM``."""
 DEFAULT_PROG_WORDS = 1024
 """Default program capacity in instructions (32 KiB of program memory)."""
 MAX_PROG_WORDS = 1 << 16
 """Branch targets are 16-bit instruction indices (``sim_models.tile_isa``)."""
+
+_PERF_BASE = 0x060
+_PERF_COUNTERS = (
+    ("GEMM_CYCLES", "Cycles of the current or last run spent executing `GEMM`s (from the cycle after "
+     "each one's decode to its end)."),
+    ("ATTN_CYCLES", "Cycles spent executing `ATTN`s."),
+    ("VOP_CYCLES", "Cycles spent executing `VOP`s."),
+    ("KV_CYCLES", "Cycles spent executing `KVOPEN`s and `KVAPPEND`s."),
+    ("COPY_CYCLES", "Cycles spent executing `LOAD`s and `EMBED`s (checks, token-id scan, copies)."),
+    ("OTHER_CYCLES", "Every other cycle of the run: fetch, decode and next-pc cycles of every "
+     "instruction, and the scalar and control instructions. The six `PERF_*_CYCLES` add up to "
+     "`CYCLES`."),
+    ("WEIGHT_STALL_CYCLES", "Cycles in which a weight range was requested and not yet fully "
+     "delivered, its consumer (a GEMM or a copy) would take a beat, and the weight port had none."),
+    ("WEIGHT_BYTES", "Bytes of the weight ranges requested (each GEMM M-tile's weights, each copy's "
+     "words; a GEMM's range rounded up to whole 4-byte words)."),
+    ("WEIGHT_BEATS", "Data beats delivered by the weight port (`data_bytes` bytes each, the last of "
+     "a range partly filled)."),
+    ("KV_READS", "Records returned by the KV-cache controller to the attention engine's reads (a "
+     "record read twice counts twice)."),
+    ("KV_APPENDS", "Records the KV-cache controller appended (`KVAPPEND`; the one record a position "
+     "mismatch appends and takes back included)."),
+)
+"""The performance counters, in register order from ``_PERF_BASE`` (``rtl.tile.perf_counters``:
+their definitions, in the same order)."""
+PERF_COUNTERS = tuple(name.lower() for name, _ in _PERF_COUNTERS)
+"""The counters' names as the registers' ``PERF_<NAME>`` suffix in lower case: the keys of a run's
+breakdown (``verification.tile.model_run``) and the ports of ``rtl.tile.perf_counters.PerfCounters``."""
 
 _GPR_BASE = 0x1000
 _PROGRAM_BASE, _PROGRAM_WINDOW = 0x20_0000, 4 * PROGRAM_WORDS_PER_INSTRUCTION * MAX_PROG_WORDS
@@ -536,7 +565,10 @@ def tile_register_map(*, spad_words=TileConfig.spad_words, prog_words=DEFAULT_PR
                  width=8),
         Register("PROG_LEN", 0x050, RW, "Instructions of the loaded program: fetching or branching "
                  "at or beyond it stops the run with `code` = `pc_range`.", width=17),
-    )
+    ) + tuple(
+        Register(f"PERF_{name}", _PERF_BASE + 4 * i, RO, doc + " Cleared by `CTRL.start`, counted "
+                 "while the run is busy; stops at 2**32 - 1.", width=32)
+        for i, (name, doc) in enumerate(_PERF_COUNTERS))
     regions = (
         Region("GPR", _GPR_BASE, 16, "The sequencer's registers `r0`..`r15` (word `i` is `r<i>`; "
                "`r0` reads 0 and ignores writes). Set the program's inputs (`r1`, ...) before "

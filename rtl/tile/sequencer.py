@@ -20,6 +20,7 @@ from rtl.tile.layouts import (
     weight_data_layout,
     weight_request_layout,
 )
+from rtl.tile.perf_counters import ACTIVITY_OF, Activity
 from sim_models.tile_isa import INSTRUCTIONS, NUM_REGS, WIDTH, TileConfig
 
 __all__ = ["Sequencer"]
@@ -70,7 +71,11 @@ class Sequencer(wiring.Component):
         ``done``, ``code`` and ``pc`` already show the stop: the interrupt source.
     pc, steps, cycles : ``Out(16)``, ``Out(32)``, ``Out(32)``
         The instruction the machine is at (where it stopped), instructions executed (HALT
-        included, like ``TileIss.run``), cycles of the run.
+        included, like ``TileIss.run``), cycles of the run (the cycles with ``busy`` high).
+    activity : ``Out(Activity)``
+        What the current cycle is spent on (:class:`~rtl.tile.perf_counters.Activity`): ``OTHER``
+        while idle and in the fetch, decode and next-pc cycles, else the class of the instruction
+        being executed. Combinational, from the state; the performance counters sample it.
     gpr, program : ``In(host_region_signature(...))``
         Host access to the registers (16 words; ``r0`` reads 0 and ignores writes) and to the
         program memory (``prog_words * 8`` words, instruction ``i`` in words ``8i .. 8i + 7``, least
@@ -120,6 +125,7 @@ class Sequencer(wiring.Component):
             "pc": Out(16),
             "steps": Out(32),
             "cycles": Out(32),
+            "activity": Out(Activity),
             "gpr": In(host_region_signature(NUM_REGS)),
             "program": In(host_region_signature(prog_words * _WORDS_PER_INSTRUCTION)),
             "spad": Out(scratchpad_port_signature(config.spad_words)),
@@ -160,6 +166,12 @@ class Sequencer(wiring.Component):
 
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
+
+        # What each cycle is spent on: the executing instruction's class (latched at its decode),
+        # except in the cycles between two instructions' executions.
+        activity = Signal(Activity)
+        between = Signal()                          # idle, fetch, decode, next pc
+        m.d.comb += self.activity.eq(Mux(between, Activity.OTHER, activity))
 
         # -- host access while idle -----------------------------------------------------------------
         host_prog_word = Signal(range(_WORDS_PER_INSTRUCTION))
@@ -296,12 +308,14 @@ class Sequencer(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
+                m.d.comb += between.eq(1)
                 with m.If(self.start):
                     m.d.sync += [self.busy.eq(1), self.done.eq(0), self.pc.eq(0), self.steps.eq(0),
                                  self.cycles.eq(0)]
                     m.next = "CHECK"
 
             with m.State("CHECK"):
+                m.d.comb += between.eq(1)
                 with m.If(self.abort):
                     stop(Status.ABORTED)
                 with m.Elif(self.pc >= self.prog_len):
@@ -313,17 +327,21 @@ class Sequencer(wiring.Component):
                     m.next = "FETCH"
 
             with m.State("FETCH"):
+                m.d.comb += between.eq(1)
                 m.d.sync += [ir.eq(prog_rd.data), self.steps.eq(self.steps + 1)]
                 m.next = "EXECUTE"
 
             with m.State("NEXT"):
+                m.d.comb += between.eq(1)
                 m.d.sync += self.pc.eq(self.pc + 1)
                 m.next = "CHECK"
 
             with m.State("EXECUTE"):
+                m.d.comb += between.eq(1)
                 with m.Switch(ir.HALT.opcode):
                     for name in INSTRUCTIONS:
                         with m.Case(Opcode[name]):
+                            m.d.sync += activity.eq(ACTIVITY_OF.get(name, Activity.OTHER))
                             with m.If(getattr(ir, name).stray != 0):
                                 stop(Status.BAD_OPCODE)
                             with m.Else():

@@ -6,10 +6,14 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.common.axi import Axi4ReadSignature, AxiLiteSignature
+from rtl.kv.layouts import Op as KvOp
+from rtl.kv.layouts import Status as KvStatus
+from rtl.mx.dot_product import LUT_PRODUCTS
 from rtl.tile.axil_registers import AxilRegisters
 from rtl.tile.control_path import ControlPath
 from rtl.tile.gemm_engine import GemmEngine
 from rtl.tile.layouts import WEIGHT_ADDR_BITS, Status
+from rtl.tile.perf_counters import COUNTERS, PerfCounters
 from rtl.tile.register_map import tile_register_map
 from rtl.tile.weight_port import WeightPort
 from rtl.vpu.vector_unit import VectorUnit
@@ -25,7 +29,10 @@ class Tile(wiring.Component):
     ``docs/tile_registers.md``), writes ``CTRL.start`` and waits for ``irq`` (or polls ``STATUS``);
     the program runs bit-exactly like ``sim_models.tile_iss.TileIss`` for every instruction the tile
     implements so far (see :class:`~rtl.tile.sequencer.Sequencer`), reading its weights through
-    ``m_axi`` from the image at ``WEIGHT_BASE``.
+    ``m_axi`` from the image at ``WEIGHT_BASE``. Performance counters (``PERF_*``,
+    :class:`~rtl.tile.perf_counters.PerfCounters`) split each run's cycles by instruction class and
+    count the weight-memory stalls, the weight bytes and beats, and the KV records read and
+    appended.
 
     Parameters
     ----------
@@ -41,6 +48,9 @@ class Tile(wiring.Component):
         Width of the weight port (bytes per AXI beat).
     multiplier : ``"dsp"`` or ``"lut"``
         The vector unit's multipliers.
+    mac_mapping : ProductMapping or (int, int)
+        Where the MAC array builds its element products (LUT tables by default; see
+        ``rtl.mx.dot_product.ProductMapping``).
 
     Interface attributes
     --------------------
@@ -53,12 +63,13 @@ class Tile(wiring.Component):
     """
 
     def __init__(self, config: TileConfig | None = None, *, head_dim=32, prog_words=1024, data_bytes=8,
-                 multiplier="dsp"):
+                 multiplier="dsp", mac_mapping=LUT_PRODUCTS):
         self.config = TileConfig() if config is None else config
         self.head_dim = head_dim
         self.prog_words = prog_words
         self.data_bytes = data_bytes
         self.multiplier = multiplier
+        self.mac_mapping = mac_mapping
         self.register_map = tile_register_map(
             spad_words=self.config.spad_words, prog_words=prog_words, rows=self.config.rows,
             cols=self.config.cols, interleave=self.config.interleave, lanes=self.config.lanes)
@@ -72,7 +83,7 @@ class Tile(wiring.Component):
         m = Module()
         cfg = self.config
         m.submodules.regs = regs = AxilRegisters(self.register_map)
-        gemm = GemmEngine(cfg, data_bytes=self.data_bytes)
+        gemm = GemmEngine(cfg, data_bytes=self.data_bytes, mac_mapping=self.mac_mapping)
         m.submodules.core = core = ControlPath(cfg, head_dim=self.head_dim, prog_words=self.prog_words,
                                                data_bytes=self.data_bytes, gemm=gemm)
         seq, vop = core.seq, core.vop
@@ -114,4 +125,24 @@ class Tile(wiring.Component):
             wiring.connect(m, weights.o, seq.wdata)
         m.d.comb += weights.clear_error.eq(seq.start)
         wiring.connect(m, weights.m_axi, wiring.flipped(self.m_axi))
+
+        # performance counters: the sequencer's activity and the handshakes of the weight port and
+        # of the KV-cache controller's replies. A copy takes every beat it is offered (it raises
+        # ready only with valid), the GEMM engine says when it would take one.
+        m.submodules.perf = perf = PerfCounters()
+        kv = core.kv
+        m.d.comb += [
+            perf.clear.eq(seq.start & ~seq.busy), perf.busy.eq(seq.busy), perf.activity.eq(seq.activity),
+            perf.weight_request.eq(weights.req.valid & weights.req.ready),
+            perf.weight_length.eq(weights.req.payload.length),
+            perf.weight_beat.eq(weights.o.valid & weights.o.ready),
+            perf.weight_pending.eq(weights.busy), perf.weight_valid.eq(weights.o.valid),
+            perf.weight_wanted.eq(~core.gemm_active | gemm.wdata.ready),
+            perf.kv_read.eq(kv.rd_reply.valid & kv.rd_reply.ready & ~kv.rd_reply.payload.empty),
+            perf.kv_append.eq(kv.cmd_reply.valid & kv.cmd_reply.ready &
+                              (kv.cmd_reply.payload.op == KvOp.APPEND) &
+                              (kv.cmd_reply.payload.status == KvStatus.OK)),
+        ]
+        for name in COUNTERS:
+            m.d.comb += getattr(regs, f"perf_{name}").eq(getattr(perf, name))
         return m

@@ -114,7 +114,7 @@ SMALL_TILE_OPTIONS = ("--spad-words", "4096", "--lanes", "4", "--mac-rows", "2",
 @pytest.mark.cocotb
 def test_sim_runs_the_rtl_tile(tmp_path, capsys, checkpoints):
     """``--sim`` on the tile of the model regression (its Verilator build is shared): the RTL's
-    cycles per phase in the report, the bit-exact line on stdout."""
+    cycles and their breakdown per phase in the report, the bit-exact line on stdout."""
     from verification.tile.model_run import SMALL_TILE
 
     assert SMALL_TILE.vpu_rope_length == 32 and SMALL_TILE.spad_words == 4096   # the options above
@@ -126,3 +126,13 @@ def test_sim_runs_the_rtl_tile(tmp_path, capsys, checkpoints):
     phases = json.loads(report.read_text())["phases"]
     assert [p["phase"] for p in phases] == ["prefill", "decode"]
     assert all(p["rtl_cycles"] > p["instructions"] for p in phases)
+    split = ("gemm_cycles", "attn_cycles", "vop_cycles", "kv_cycles", "copy_cycles", "other_cycles")
+    for p in phases:
+        rtl = p["rtl"]
+        assert rtl["cycles"] == p["rtl_cycles"] and rtl["instructions"] == p["instructions"]
+        assert sum(rtl[name] for name in split) == rtl["cycles"]
+        assert min(rtl[name] for name in split) > 0                    # every class runs in a phase
+        assert rtl["weight_bytes"] >= p["weight_bytes"] and rtl["kv_bytes_written"] == p["kv_bytes_written"]
+        assert rtl["kv_bytes_read"] >= p["kv_bytes_read"] > 0
+        assert 0 < rtl["mac_utilization"] < 1
+    assert "weight stalls" in out

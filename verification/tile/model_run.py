@@ -6,7 +6,8 @@ tile's model regression.
 builds the tile with the runner's :class:`~sim_models.tile_isa.TileConfig` and the model's head
 dimension, and replays the runs in cocotb (``verification.tile.tb_tile.model_matches_the_iss``):
 each run's logits and the final scratchpad must equal the ISS's, or the run fails. It returns the
-tile's cycles and instructions per run.
+tile's cycles, instructions and performance counters per run: the breakdown of ``poblano run --sim
+--report`` and of ``benchmarks/tile.py``.
 """
 
 import json
@@ -48,7 +49,15 @@ def tile_build(tile, head_dim: int, prog_words: int, data_bytes: int = 8):
 def run_on_rtl(runner, *, sim: str = "verilator", job: Path | None = None,
                prog_words: int | None = None, optimize: str = "-O1", data_bytes: int = 8,
                pauses: bool = True) -> list[dict]:
-    """Replay ``runner.trace`` on the RTL tile; returns ``[{"phase", "cycles", "instructions"}]``.
+    """Replay ``runner.trace`` on the RTL tile; returns one dict per run, measured on the RTL.
+
+    Each dict holds ``phase``, ``cycles`` (``CYCLES``), ``instructions`` (``STEPS``), every
+    performance counter by name (``PERF_<NAME>`` in lower case:
+    :data:`rtl.tile.register_map.PERF_COUNTERS`, defined in ``docs/tile.md``: ``gemm_cycles``,
+    ``attn_cycles``, ``vop_cycles``, ``kv_cycles``, ``copy_cycles``, ``other_cycles`` adding up to
+    ``cycles``, ``weight_stall_cycles``, ``weight_bytes``, ``weight_beats``, ``kv_reads``,
+    ``kv_appends``), and ``kv_bytes_read``, ``kv_bytes_written``: the records read and appended
+    times the record's ``4 head_dim`` bytes.
 
     ``prog_words``: the tile's program memory (default: the longest program, rounded up to a power
     of two, at least 128: one build for small models); ``job``: the directory of the runs' files
@@ -76,4 +85,9 @@ def run_on_rtl(runner, *, sim: str = "verilator", job: Path | None = None,
     run_cocotb(design, toplevel="tile", config=config, test_module="verification.tile.tb_tile",
                testcase="model_matches_the_iss", sim=sim, extra_env={"POBLANO_TILE_MODEL": str(runs)},
                ports_only=True, optimize=optimize)
-    return json.loads(result.read_text())
+    record = 4 * runner.compiled.config.head_dim
+    measured = json.loads(result.read_text())
+    for run in measured:
+        run["kv_bytes_read"] = run["kv_reads"] * record
+        run["kv_bytes_written"] = run["kv_appends"] * record
+    return measured

@@ -17,6 +17,7 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from rtl.tile.control_path import ControlPath
+from rtl.tile.perf_counters import Activity
 from rtl.tile.vop_engine import PASS_OPERANDS
 from rtl.vpu.layouts import OPERANDS, REDUCTIONS, Op
 from sim_models import vpu
@@ -165,7 +166,8 @@ class Bench:
     """Loads a program, registers and scratchpad words, runs the control path, reads everything back.
 
     ``image``: the weight memory; ``seed``, ``gaps``: the models' random idle cycles;
-    ``bus_error_after``: the weight port reports an error response after that many beats.
+    ``bus_error_after``: the weight port reports an error response after that many beats;
+    ``attention``: options of the attention engine.
     """
     config: TileConfig
     image: bytes = b""
@@ -174,6 +176,7 @@ class Bench:
     gaps: float = 0.3
     bus_error_after: int | None = None
     head_dim: int = 32
+    attention: dict | None = None
 
     gemm_status: int = 0
 
@@ -221,8 +224,11 @@ class Bench:
     def run(self, program, *, regs=None, spad=None, step_limit=0xFFFF_FFFF, prog_len=None,
             abort_after=None, max_cycles=50_000):
         """Run ``program`` (instructions or an image); returns status, pc, steps, cycles, registers,
-        scratchpad and program memory as read back through the host windows."""
-        dut = ControlPath(self.config, head_dim=self.head_dim, data_bytes=self.data_bytes)
+        scratchpad and program memory as read back through the host windows, and ``activity``: the
+        run's cycles per :class:`~rtl.tile.perf_counters.Activity` name of the sequencer's
+        ``activity`` (they add up to ``cycles``: asserted)."""
+        dut = ControlPath(self.config, head_dim=self.head_dim, data_bytes=self.data_bytes,
+                          attention=self.attention)
         seq = dut.seq
         image = program if isinstance(program, bytes) else encode_program(program)
         prog_len = len(image) // 32 if prog_len is None else prog_len
@@ -243,11 +249,15 @@ class Bench:
             await ctx.tick()
             ctx.set(seq.start, 0)
             stopped = 0
+            activity = dict.fromkeys((a.name for a in Activity), 0)
             for cycle in range(max_cycles):
                 if abort_after is not None and cycle == abort_after:
                     ctx.set(seq.abort, 1)
-                *_, pulse, busy, code = await ctx.tick().sample(seq.stopped, seq.busy, seq.code)
+                *_, pulse, busy, code, doing = await ctx.tick().sample(seq.stopped, seq.busy, seq.code,
+                                                                       seq.activity)
                 stopped += pulse
+                if busy:                            # the values of the cycle that just ended
+                    activity[Activity(doing).name] += 1
                 if pulse:
                     assert not busy and ctx.get(seq.code) == code, "the pulse comes with the stop"
                 if not busy and stopped:
@@ -258,7 +268,8 @@ class Bench:
             assert stopped == 1 and not ctx.get(seq.stopped), f"one stop pulse per run, saw {stopped}"
             assert ctx.get(seq.done)
             out.update(status=ctx.get(seq.code), pc=ctx.get(seq.pc), steps=ctx.get(seq.steps),
-                       cycles=ctx.get(seq.cycles))
+                       cycles=ctx.get(seq.cycles), activity=activity)
+            assert sum(activity.values()) == out["cycles"], f"activity {activity}, {out['cycles']} cycles"
             out["regs"] = [await host_access(ctx, seq.gpr, r) for r in range(16)]
             out["spad"] = [await host_access(ctx, dut.spad.host, a) for a in range(self.config.spad_words)]
             out["program"] = [await host_access(ctx, seq.program, w) for w in range(len(image) // 4)]
@@ -299,10 +310,12 @@ def iss_run(config, program, image, *, regs=None, spad=None, max_steps=10_000_00
 
 
 def check_against_iss(config, program, image=b"\0" * 64, *, regs=None, spad=None, step_limit=None,
-                      seed=0, data_bytes=8, gaps=0.3, head_dim=32, max_cycles=50_000):
+                      seed=0, data_bytes=8, gaps=0.3, head_dim=32, max_cycles=50_000, attention=None):
     """Run on the RTL control path and on the ISS: status, fault pc (or steps), registers and the
-    whole scratchpad must agree. Returns the RTL run's read-back."""
-    bench = Bench(config, image, data_bytes=data_bytes, seed=seed, gaps=gaps, head_dim=head_dim)
+    whole scratchpad must agree. Returns the RTL run's read-back. ``attention``: options of the
+    attention engine (``rtl.tile.control_path.ControlPath``)."""
+    bench = Bench(config, image, data_bytes=data_bytes, seed=seed, gaps=gaps, head_dim=head_dim,
+                  attention=attention)
     limit = 0xFFFF_FFFF if step_limit is None else step_limit
     rtl = bench.run(program, regs=regs, spad=spad, step_limit=limit, max_cycles=max_cycles)
     iss, status, pc, steps = iss_run(config, program, image, regs=regs, spad=spad,

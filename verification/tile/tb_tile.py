@@ -7,7 +7,9 @@ The host is cocotbext-axi's ``AxiLiteMaster`` reached through the project's driv
 Each case (of the JSON file named by ``POBLANO_TILE_CASES``, written by the pytest wrapper with
 :func:`write_cases`) loads the whole scratchpad, the registers and the program, starts the tile,
 waits for the interrupt and compares the stop status, the fault pc or the step count, every
-register and every scratchpad word with what :class:`sim_models.tile_iss.TileIss` computed.
+register and every scratchpad word with what :class:`sim_models.tile_iss.TileIss` computed, and
+checks the performance counters (``PERF_*``) against the run's cycles and the ISS's counters
+(:func:`check_counters`).
 """
 
 import json
@@ -19,7 +21,8 @@ import cocotb
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiRamRead, AxiReadBus
 
 from poblano.host.tile_registers import AsyncRegisters, AxiLiteTransport, program_words
-from rtl.tile.register_map import tile_register_map
+from rtl.tile.perf_counters import ACTIVITY_OF, CYCLE_COUNTER_OF, CYCLE_COUNTERS, Activity
+from rtl.tile.register_map import PERF_COUNTERS, tile_register_map
 from sim_models.tile_isa import STATUS, TileConfig, decode_program
 from verification import config
 from verification.bench import start_clock_and_reset, wait_for_high
@@ -54,7 +57,7 @@ def write_cases(path, tile: TileConfig, cases, *, head_dim=32):
             "image": bytes(case["image"]).hex(), "spad": spad,
             "regs": {str(r): v for r, v in (case.get("regs") or {}).items()}, "step_limit": limit,
             "expected": {"status": status, "pc": pc, "steps": steps, "regs": [0] + iss.regs[1:],
-                         "spad": [int(w) for w in iss.spad]},
+                         "spad": [int(w) for w in iss.spad], "counters": iss.counters()},
         })
     with open(path, "w") as f:
         json.dump(out, f)
@@ -95,6 +98,46 @@ async def _load_weights(regs, ram, image):
     await regs.weight_size_hi.write(0)
 
 
+async def read_counters(regs):
+    """The run's ``cycles``, ``instructions`` (``STEPS``) and every performance counter, by name
+    (:data:`rtl.tile.register_map.PERF_COUNTERS`)."""
+    out = {"cycles": await regs.cycles.read(), "instructions": await regs.steps.read()}
+    for name in PERF_COUNTERS:
+        out[name] = await getattr(regs, f"perf_{name}").read()
+    return out
+
+
+def check_counters(what, perf, iss, *, data_bytes, head_dim, exact_weights=True):
+    """The performance counters of a run (:func:`read_counters`) against the invariants and the ISS's
+    counters of the same run (``TileIss.counters()``).
+
+    The six cycle counters add up to ``CYCLES``; a class has cycles exactly when the run executed
+    an instruction of it; weight stalls happen only in GEMMs and copies; the beats carry the
+    bytes; the appended records are the ISS's KV bytes written; the records read at least the
+    ISS's KV bytes read (the ISS counts each record once per query and KV head; the attention
+    engine reads it more than once, and checks lengths with extra reads). ``exact_weights``: the
+    weight bytes equal the ISS's (true when every GEMM's weight rows are whole 4-byte words and the
+    image's base is 4-byte aligned), else at least them.
+    """
+    split = {name: perf[name] for name in CYCLE_COUNTERS}
+    assert sum(split.values()) == perf["cycles"], f"{what}: {split} do not add up to {perf['cycles']} cycles"
+    ran = {CYCLE_COUNTER_OF[ACTIVITY_OF[name]] for name in iss["by_opcode"] if name in ACTIVITY_OF}
+    for activity, name in CYCLE_COUNTER_OF.items():
+        if activity != Activity.OTHER:      # (fetch and decode: every run has some)
+            assert (perf[name] > 0) == (name in ran), f"{what}: {name} = {perf[name]}, ran {sorted(ran)}"
+    assert perf["weight_stall_cycles"] <= perf["gemm_cycles"] + perf["copy_cycles"], what
+    if exact_weights:
+        assert perf["weight_bytes"] == iss["weight_bytes"], \
+            f"{what}: {perf['weight_bytes']} weight bytes, the ISS read {iss['weight_bytes']}"
+    else:
+        assert perf["weight_bytes"] >= iss["weight_bytes"], what
+    assert 4 * perf["weight_beats"] <= perf["weight_bytes"] <= data_bytes * perf["weight_beats"], what
+    record = 4 * head_dim
+    assert perf["kv_appends"] * record == iss["kv_bytes_written"], what
+    assert perf["kv_reads"] * record >= iss["kv_bytes_read"], what
+    assert (perf["kv_reads"] > 0) == ("ATTN" in iss["by_opcode"]), what
+
+
 async def _run(dut, regs, program, what, max_cycles):
     """Load ``program``, start it, wait for the interrupt and clear it: the stop status fields."""
     await regs.write_words("program", 0, program_words(program))
@@ -113,6 +156,7 @@ async def _run(dut, regs, program, what, max_cycles):
 
 @cocotb.test()
 async def programs_match_the_iss(dut):
+    cfg = config()
     tile, regs, ram = await _attach(dut, 1 << 16)
     with open(os.environ["POBLANO_TILE_CASES"]) as f:
         cases = json.load(f)
@@ -139,20 +183,26 @@ async def programs_match_the_iss(dut):
         want = expected["spad"]
         assert not diff, (f"{case['name']}: scratchpad words {diff[:8]} differ (tile "
                           f"{[hex(got[a]) for a in diff[:4]]}, ISS {[hex(want[a]) for a in diff[:4]]})")
-        dut._log.info("%s: %s after %d instructions, %d cycles on the tile", case["name"],
-                      STATUS[status["code"]], await regs.steps.read(), await regs.cycles.read())
+        perf = await read_counters(regs)
+        check_counters(case["name"], perf, expected["counters"], data_bytes=cfg.get("data_bytes", 8),
+                       head_dim=cfg.get("head_dim", 32))
+        dut._log.info("%s: %s after %d instructions, %d cycles on the tile (%s)", case["name"],
+                      STATUS[status["code"]], perf["instructions"], perf["cycles"],
+                      ", ".join(f"{name} {perf[name]}" for name in PERF_COUNTERS))
 
 
 def write_model_runs(path, runner, result=None, pauses=True):
     """Write the runs of a :class:`poblano.compiler.TileRunner` (its ``trace``, after ``generate``)
     for :func:`model_matches_the_iss`, with the ISS's scratchpad at the end; ``result``: where the
-    testbench writes the tile's cycles per run (JSON); ``pauses``: the weight memory pauses at
+    testbench writes the tile's cycles, instructions and performance counters per run (JSON, a list
+    of :func:`read_counters` dicts with the run's ``phase``); ``pauses``: the weight memory pauses at
     random, or answers every cycle."""
     from sim_models.tile_isa import encode_program
 
     runs = [{"phase": r["phase"], "ids_addr": r["ids_addr"], "ids": r["ids"],
              "regs": {str(k): v for k, v in r["regs"].items()}, "program": encode_program(r["program"]).hex(),
-             "logits_addr": r["logits_addr"], "logits": r["logits"]} for r in runner.trace]
+             "logits_addr": r["logits_addr"], "logits": r["logits"], "counters": report}
+            for r, report in zip(runner.trace, runner.reports, strict=True)]
     with open(path, "w") as f:
         json.dump({"image": bytes(runner.compiled.image.data).hex(), "runs": runs,
                    "spad": [int(w) for w in runner.iss.spad], "result": str(result) if result else None,
@@ -163,10 +213,12 @@ def write_model_runs(path, runner, result=None, pauses=True):
 async def model_matches_the_iss(dut):
     """A compiled model's runs (prefill, then decode steps) replayed on the tile from a fresh state,
     as :class:`poblano.compiler.TileRunner` ran them on the ISS: each run's logits, then the whole
-    scratchpad at the end, equal the ISS's; the KV cache lives on in the tile from run to run."""
+    scratchpad at the end, equal the ISS's; the KV cache lives on in the tile from run to run. Each
+    run's performance counters pass :func:`check_counters` against the ISS's counters of the run."""
     with open(os.environ["POBLANO_TILE_MODEL"]) as f:
         model = json.load(f)
     image = bytes.fromhex(model["image"])
+    cfg = config()
     tile, regs, ram = await _attach(dut, 1 << (len(image) + WEIGHT_BASE % (1 << 16)).bit_length(),
                                     pauses=model.get("pauses", True))
     await _load_weights(regs, ram, image)
@@ -182,8 +234,10 @@ async def model_matches_the_iss(dut):
         got = await regs.read_words("spad", run["logits_addr"], len(run["logits"]))
         diff = [i for i, (x, y) in enumerate(zip(got, run["logits"], strict=True)) if x != y]
         assert not diff, f"{what}: logits {diff[:8]} differ ({len(diff)} of {len(got)})"
-        cycles.append({"phase": run["phase"], "cycles": await regs.cycles.read(),
-                       "instructions": await regs.steps.read()})
+        perf = await read_counters(regs)
+        check_counters(what, perf, run["counters"], data_bytes=cfg.get("data_bytes", 8),
+                       head_dim=cfg["head_dim"], exact_weights=False)
+        cycles.append({"phase": run["phase"], **perf})
         dut._log.info("%s: %d instructions, %d cycles, logits equal the ISS's", what,
                       cycles[-1]["instructions"], cycles[-1]["cycles"])
     got = await regs.read_words("spad", 0, tile.spad_words)

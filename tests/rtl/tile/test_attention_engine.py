@@ -1,6 +1,7 @@
 """Attention engine (with the sequencer, scratchpad, VOP engine, KV engine and the RTL KV-cache
 controller) against the ISS: prefill and decode steps, grouped-query heads, sequences longer than a
-staging chunk, special values, every ATTN fault in order, and random configurations.
+staging chunk, heads in sets, special values, every ATTN fault in order, and random configurations
+(of the model and of the engine).
 
 The vector unit is modelled at its streams (``verification.tile.sequencer_bench``); the RTL vector
 unit joins in the tile's cocotb regression."""
@@ -60,14 +61,16 @@ def test_prefill_then_decode():
     check_against_iss(TILE, program + [I("HALT")], spad=_spad(rng), max_cycles=100_000)
 
 
-def test_longer_than_a_chunk():
-    """Twelve positions: the scores and values stream in two chunks of eight and four records."""
+@pytest.mark.parametrize("stage_records", [8, 5, 1])
+def test_longer_than_a_chunk(stage_records):
+    """Twelve positions staged in chunks of eight (then four), five or one record."""
     rng = random.Random(2)
     program = [I("KVOPEN", seq=0, count=1),
                _append(6, kvh=1), I("LI", rd=1, imm=6),
                _append(6, kvh=1, k=192, v=320), I("LI", rd=1, imm=11),
                _attn(heads=2, kvh=1, q=448, dst=384), I("HALT")]
-    check_against_iss(TILE, program, spad=_spad(rng), max_cycles=100_000)
+    check_against_iss(TILE, program, spad=_spad(rng), max_cycles=100_000,
+                      attention={"stage_records": stage_records})
 
 
 def test_special_values():
@@ -80,13 +83,16 @@ def test_special_values():
     check_against_iss(TILE, program, spad=spad, max_cycles=100_000)
 
 
-def test_grouped_heads_and_layers():
+@pytest.mark.parametrize("max_group", [4, 3, 1])
+def test_grouped_heads_and_layers(max_group):
     """Eight query heads on two KV heads of layer 1 (sequences 2 and 3 of the request at r2 = 0),
-    queries and destination apart."""
+    queries and destination apart; the four heads of a KV head in one set, in sets of three and
+    one, or one by one."""
     rng = random.Random(4)
-    program = [I("KVOPEN", seq=0, count=4), _append(1, layer=1), _append(1, layer=0),
-               _attn(layer=1, heads=8, q=256, dst=0), I("HALT")]
-    check_against_iss(TILE, program, spad=_spad(rng), max_cycles=100_000)
+    program = [I("KVOPEN", seq=0, count=4), _append(3, layer=1), _append(3, layer=0),
+               I("LI", rd=1, imm=1), _attn(layer=1, heads=8, count=2, q=256, dst=0), I("HALT")]
+    check_against_iss(TILE, program, spad=_spad(rng), max_cycles=200_000,
+                      attention={"max_group": max_group, "stage_records": 2})
 
 
 FAULTS = {
@@ -126,7 +132,9 @@ def test_random_configurations():
     rng = random.Random(seed)
     for _ in range(3):
         kvh = rng.choice([1, 2])
-        heads = kvh * rng.choice([1, 2])
+        heads = kvh * rng.choice([1, 2, 3])
+        attention = {"stage_records": rng.choice([1, 2, 3, 32]), "max_group": rng.choice([1, 2, 4])}
+        print(f"attention engine {attention}, heads {heads}, KV heads {kvh}")
         prompt = rng.randint(1, 3)
         program = [I("KVOPEN", seq=rng.randint(0, 2), count=kvh), I("LI", rd=2, imm=0)]
         program[1] = I("LI", rd=2, imm=program[0].fields["seq"])
@@ -136,4 +144,4 @@ def test_random_configurations():
             program += [_append(1, kvh=kvh), _attn(heads=heads, kvh=kvh, q=384, dst=rng.choice([384, 0])),
                         I("ADDI", rd=1, rs=1, imm=1)]
         check_against_iss(TILE, program + [I("HALT")], spad=_spad(rng, specials=rng.randint(0, 4)),
-                          seed=rng.randrange(1 << 16), max_cycles=200_000)
+                          seed=rng.randrange(1 << 16), max_cycles=200_000, attention=attention)

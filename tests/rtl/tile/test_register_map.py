@@ -59,6 +59,17 @@ EXPECTED = {
     "WEIGHT_SIZE_LO": (0x048, RW, ()),
     "WEIGHT_SIZE_HI": (0x04C, RW, ()),
     "PROG_LEN": (0x050, RW, ()),
+    "PERF_GEMM_CYCLES": (0x060, RO, ()),
+    "PERF_ATTN_CYCLES": (0x064, RO, ()),
+    "PERF_VOP_CYCLES": (0x068, RO, ()),
+    "PERF_KV_CYCLES": (0x06C, RO, ()),
+    "PERF_COPY_CYCLES": (0x070, RO, ()),
+    "PERF_OTHER_CYCLES": (0x074, RO, ()),
+    "PERF_WEIGHT_STALL_CYCLES": (0x078, RO, ()),
+    "PERF_WEIGHT_BYTES": (0x07C, RO, ()),
+    "PERF_WEIGHT_BEATS": (0x080, RO, ()),
+    "PERF_KV_READS": (0x084, RO, ()),
+    "PERF_KV_APPENDS": (0x088, RO, ()),
 }
 
 

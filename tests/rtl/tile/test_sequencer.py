@@ -37,6 +37,7 @@ def test_registers_branches_and_words():
     rtl = _check(program)
     assert rtl["status"] == 0 and rtl["regs"][8] == 0xFFFF_FFFF and rtl["steps"] == 5 + 9 + 3 + 2
     assert rtl["spad"][100:104] == [0, 1, 2, 0]
+    assert rtl["activity"]["OTHER"] == rtl["cycles"]         # scalar and control only
 
 
 def test_registers_set_by_the_host_survive_and_r0_stays_zero():
@@ -96,6 +97,9 @@ def test_load_and_embed(data_bytes):
     spad = np.array(rtl["spad"], dtype=np.uint32)
     assert np.array_equal(spad[10:18].view(np.float32), TABLE[2])
     assert np.array_equal(spad[40:64].view(np.float32).reshape(3, 8), TABLE[[4, 0, 2]])
+    activity = rtl["activity"]
+    assert activity["COPY"] >= 8 + 3 + 3 * 8                 # a word per cycle at best
+    assert activity["COPY"] + activity["OTHER"] == rtl["cycles"]
 
 
 @pytest.mark.parametrize(("program", "status"), [
@@ -133,6 +137,8 @@ def test_gemm_goes_to_the_engine_with_its_registers_applied(status):
                  w_stride=0xFFFF_FFFF, af=1, wf=3),
                I("LI", rd=4, imm=1), I("HALT")]
     rtl = bench.run(program)
+    assert rtl["activity"]["GEMM"] >= 4                      # multiply, address, issue, wait
+    assert rtl["activity"]["GEMM"] + rtl["activity"]["OTHER"] == rtl["cycles"]
     assert bench.gemm_commands == [dict(dst=107, src=10 + 0xFFFF_FFFF, m=3, k=64, n=40,
                                         w=(1 << 40) - 1 + 0xFFFF_FFFF ** 2, af=1, wf=3)]
     assert rtl["status"] == STATUS_CODE[status]
