@@ -20,8 +20,9 @@ weight ports of 8 and 32 bytes per beat. Per run:
   copy waiting for weight data). The JSON rows hold every counter.
 
 Run: ``.venv/bin/python -m benchmarks.tile`` (or ``make bench``); writes
-``benchmarks/results/tile.md`` and ``.json``. ``--quick``: the tiny LLaMA, an 8-token prompt and the
-8-byte port, nothing recorded.
+``benchmarks/results/tile.md`` and ``.json``. ``--ports 32``: only the 32-byte port (each width takes
+about half an hour on one core). ``--quick``: the tiny LLaMA, an 8-token prompt and the 8-byte port,
+nothing recorded.
 """
 
 import argparse
@@ -92,9 +93,11 @@ def _table(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small run, nothing recorded")
+    parser.add_argument("--ports", type=int, nargs="+", default=[8, 32], metavar="BYTES",
+                        help="weight-port widths in bytes per beat (default: 8 32)")
     args = parser.parse_args(argv)
     plan = ([("tiny-llama", 8, 1, 8)] if args.quick else
-            [(kind, 64, 2, width) for width in (8, 32) for kind in ("tiny-llama", "tiny-mixtral")])
+            [(kind, 64, 2, width) for width in args.ports for kind in ("tiny-llama", "tiny-mixtral")])
     rows, seconds = [], {}
     for kind, prompt, steps, width in plan:
         print(f"{kind}: a prompt of {prompt} tokens and {steps} decode steps, {width}-byte weight "
@@ -111,7 +114,7 @@ def main(argv=None):
                                                    "machine": platform.machine()}, indent=2) + "\n")
     (RESULTS / "tile.md").write_text(f"""# Compute tile: a whole model on the RTL, in cycles
 
-Measured by `.venv/bin/python -m benchmarks.tile` (the module's docstring says how); every run's
+Measured by `.venv/bin/python -m benchmarks.tile{"" if args.ports == [8, 32] else " --ports " + " ".join(map(str, args.ports))}` (the module's docstring says how); every run's
 logits and the final scratchpad equal the ISS's and the golden model's. Tile: 2x2 MAC array,
 interleave 4, 4 vector lanes, 65,536 scratchpad words, KV cache of 64 pages x 8 positions (128 per
 sequence), head_dim 32; the weight memory answers every cycle (cocotbext-axi `AxiRamRead`).
