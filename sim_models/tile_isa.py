@@ -223,6 +223,9 @@ class TileConfig:
     ``weight_bytes``: the weight memory behind the AXI4 read port; ``vpu_max_k`` and
     ``vpu_rope_length``: the vector unit's largest ``topk`` k and longest ``rope`` row (its
     ``max_k`` and ``rope_length``), beyond which a ``VOP`` stops with ``vpu_refused``;
+    ``weight_buffer_beats``: the GEMM engine's B buffer, in MAC-array B beats (``cols`` blocks): a
+    ``GEMM`` whose N-tile fits it (``k / 32 * interleave`` beats at most) streams its weight once,
+    M-tiles inner; a larger one (or 0: no buffer) re-streams the weight for every M-tile;
     ``mac_formats``: the element formats (names of :data:`FORMATS`) the MAC array and its quantizer
     run (E2M1 alone today, ``rtl.mx.mac_array.MacArray``): a ``GEMM`` whose ``af`` or ``wf`` is not
     among them stops with ``bad_field``.
@@ -237,6 +240,7 @@ class TileConfig:
     kv_seqs: int = 16
     kv_max_pages_per_seq: int = 16
     kv_banks: int = 4
+    weight_buffer_beats: int = 1024
     weight_bytes: int = 1 << 32
     vpu_max_k: int = 8
     vpu_rope_length: int = 256
@@ -249,6 +253,10 @@ class TileConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.weight_buffer_beats, int) or isinstance(self.weight_buffer_beats, bool) \
+                or self.weight_buffer_beats < 0:
+            raise ValueError(f"weight_buffer_beats must be a non-negative integer, "
+                             f"got {self.weight_buffer_beats!r}")
         if self.spad_words > 1 << 20:
             raise ValueError(f"spad_words must be at most {1 << 20} (20-bit addresses), "
                              f"got {self.spad_words}")

@@ -292,13 +292,14 @@ class TileIss:
         addr, nbytes = self._waddr(f), tile_weights.mx_bytes(k, n, wfmt)
         m_tiles = -(-m // self.config.rows)
         self._wread(addr, nbytes, "weights")
-        self._counts["weight_bytes"] += (m_tiles - 1) * nbytes
+        blocks = k // tile_weights.BLOCK
+        if blocks * self.config.interleave > self.config.weight_buffer_beats:
+            self._counts["weight_bytes"] += (m_tiles - 1) * nbytes   # re-streamed per M-tile
         b_codes, b_scales = self._weights(addr, k, n, wfmt)
         x = _f32(self.spad[src:src + m * k]).reshape(m, k)
         a_codes, a_scales = mx.quantize(x, "floor", format=afmt)
         y = mx.matmul(a_codes, a_scales, b_codes, b_scales, a_format=afmt, b_format=wfmt)
         self.spad[dst:dst + m * n] = y.view(np.uint32).ravel()
-        blocks = k // tile_weights.BLOCK
         self._counts["mac_block_pairs"] += m * n * blocks
         self._counts["mac_beats"] += m_tiles * (-(-n // self.config.tile_cols)) * blocks * \
             self.config.interleave

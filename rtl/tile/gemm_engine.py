@@ -56,13 +56,17 @@ class GemmEngine(wiring.Component):
        (E2M1, ``floor``) into the A buffer (``spad_words / 32`` blocks of 136 bits: the range
        check guarantees that the whole quantized operand fits). Everything is read before anything
        is written, so ``dst`` may overlap ``src`` in any way, as in the ISS.
-    2. Tiles: for each M-tile of ``rows`` rows and each N-tile of ``cols * interleave`` columns,
-       one weight-port request for the N-tile's bytes (from the 4-byte aligned address at or below
-       its first byte, the length rounded up to a multiple of 4; the leading and trailing bytes are
-       dropped), one MAC-array command, the A beats from the A buffer (rows beyond ``m`` are zero
-       blocks) and the B beats unpacked from the byte stream (17-byte blocks in image order,
-       ``cols`` blocks a beat; the columns of a partial last N-tile beyond ``n`` are zero blocks).
-       Each M-tile re-streams the weight (as the ISS counts it).
+    2. Tiles: one MAC-array command per (M-tile of ``rows`` rows, N-tile of ``cols * interleave``
+       columns), the A beats from the A buffer (rows beyond ``m`` are zero blocks) and the B beats
+       unpacked from the weight's byte stream (17-byte blocks in image order, ``cols`` blocks a
+       beat; the columns of a partial last N-tile beyond ``n`` are zero blocks). The byte stream is
+       requested from the 4-byte aligned address at or below the weight's first byte, its length
+       rounded up to a multiple of 4 (the leading and trailing bytes are dropped); the N-tiles lie
+       one after the other in the image, so one request serves them all. When an N-tile's B beats
+       fit the B buffer (``k / 32 * interleave <= weight_buffer_beats``: *stationary*), the N-tiles
+       are outer and the M-tiles inner: the first M-tile of an N-tile keeps its B beats in the
+       buffer and the others replay them, so the weight is streamed once per GEMM. Otherwise the
+       M-tiles are outer and each re-requests and re-streams the weight (as the ISS counts it).
     3. Results: concurrently with the tiles, every result beat is written to the destination rows
        it belongs to (``rows`` masked row-port writes a beat; rows ``>= m`` and columns ``>= n`` are
        never written).
@@ -97,7 +101,8 @@ class GemmEngine(wiring.Component):
     spad : ``Out(wide_port_signature(spad_words, lanes))``
         The scratchpad's row port.
 
-    Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), an A FIFO of 2
+    Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), the B buffer
+    (``weight_buffer_beats`` words of ``136 cols`` bits, block RAM; none when 0), an A FIFO of 2
     beats and a B FIFO of ``interleave`` beats (``rows`` and ``cols`` blocks of 136 bits), the byte
     unpacker (``34 + data_bytes`` bytes), the quantizer (E2M1 only) and the MAC array.
 
@@ -105,22 +110,18 @@ class GemmEngine(wiring.Component):
     ------
     A fault is answered 2 or 3 cycles after the command. A GEMM takes 3 cycles of checks, then
     ``m * k / min(lanes, 32)`` cycles of scratchpad reads (one a cycle) plus the quantizer's 6,
-    then one weight request per M-tile (the weight port's latency once per M-tile: its N-tiles lie
-    one after the other in the image and stream on without a new request), per tile about 5 cycles
-    of set-up and the tile's weight beats (``ceil((k/32) * w * 17 / data_bytes)`` for ``w``
-    columns: a B beat needs ``17 * cols`` bytes, so the weight stream is this schedule's
-    bottleneck, not the array's one beat a cycle); the results of a tile are written while the next
-    one streams (``rows * ceil(cols / lanes)`` cycles a result beat), and after the last tile the
-    array's latency and that tile's writes. Measured in the Amaranth simulator with weight data
-    every cycle and 8-byte beats (``tests/rtl/tile/test_gemm_engine.py`` checks these): rows 2,
-    cols 2, interleave 2, lanes 4: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 157 cycles, ``2, 96, 9``
-    (1 x 3 tiles) 159 cycles; the default array (4 x 4, interleave 8, lanes 8): ``5, 32, 40`` (2 x 2
-    tiles, 1,360 weight bytes) 313 cycles. A bus error ends the run at the next tile boundary, after
-    the rest of the request's beats are dropped.
-
-    The weight requests are 4-byte aligned: an N-tile that starts or ends inside a word reads that
-    whole word (at most 3 bytes before or after the tensor, inside the image except when
-    ``weight_size`` is not a multiple of 4).
+    then the weight request (its latency once per GEMM, or once per M-tile when not stationary),
+    per tile about 5 cycles of set-up and the tile's B beats: streamed, ``ceil((k/32) * w * 17 /
+    data_bytes)`` cycles for ``w`` columns (a B beat needs ``17 * cols`` bytes, so the weight
+    stream is the bottleneck, not the array's one beat a cycle); replayed from the B buffer, one
+    beat a cycle. The results of a tile are written while the next one streams (``rows *
+    ceil(cols / lanes)`` cycles a result beat), and after the last tile the array's latency and
+    that tile's writes. Measured in the Amaranth simulator with weight data every cycle and 8-byte
+    beats (``tests/rtl/tile/test_gemm_engine.py`` checks these): rows 2, cols 2, interleave 2,
+    lanes 4: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 146 cycles, ``2, 96, 9`` (1 x 3 tiles) 159
+    cycles; the default array (4 x 4, interleave 8, lanes 8): ``5, 32, 40`` (2 x 2 tiles, 1,360
+    weight bytes streamed once) 242 cycles. A bus error ends the run at the next tile boundary,
+    after the rest of the request's beats are dropped.
     """
 
     def __init__(self, config: TileConfig | None = None, *, data_bytes=8, mac_mapping=LUT_PRODUCTS):
@@ -161,7 +162,13 @@ class GemmEngine(wiring.Component):
         ab_wr, ab_rd = abuf.write_port(), abuf.read_port()
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
         m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=3)
-        m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=max(3, slots))
+        bfifo_depth = max(3, slots)
+        m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=bfifo_depth)
+        bdepth = cfg.weight_buffer_beats
+        if bdepth:                                  # the B buffer: one N-tile's B beats, kept
+            m.submodules.bbuf = bbuf = Memory(shape=cols * block_bits, depth=bdepth, init=[])
+            bb_wr, bb_rd = bbuf.write_port(), bbuf.read_port()
+            m.d.comb += bb_rd.en.eq(0)
         m.d.comb += [mac.a.valid.eq(afifo.r_rdy), mac.a.payload.eq(afifo.r_data), afifo.r_en.eq(mac.a.ready),
                      mac.b.valid.eq(bfifo.r_rdy), mac.b.payload.eq(bfifo.r_data), bfifo.r_en.eq(mac.b.ready)]
 
@@ -179,6 +186,10 @@ class GemmEngine(wiring.Component):
         bad_field = (c.m == 0) | (c.n == 0) | (c.k == 0) | (c.k[:5] != 0) | \
             (c.af >= len(FORMATS)) | (c.wf >= len(FORMATS)) | (c.af != _E2M1) | (c.wf != _E2M1)
         err = Signal()                              # werror seen during this command
+        stationary = Signal()                       # an N-tile's weights fit the B buffer: N-tiles
+        #                                             outer, M-tiles inner, each weight streamed once
+        replay = Signal()                           # this tile's B beats come from the B buffer
+        n_beats = Signal(range(max(2, bdepth + 1)))  # B beats of a tile (kb * slots) when stationary
 
         # -- phase 1: scratchpad -> quantizer -> A buffer -------------------------------------------
         quantizing = Signal()
@@ -262,7 +273,8 @@ class GemmEngine(wiring.Component):
         b_reg = Signal(b_beat(cols))
         b_done = b_kk == kb
         real = b_j < w_cols
-        place = streaming & ~b_done & (~real | (ucount >= BLOCK_BYTES)) & ((b_c != cols - 1) | bfifo.w_rdy)
+        place = streaming & ~replay & ~b_done & (~real | (ucount >= BLOCK_BYTES)) & \
+            ((b_c != cols - 1) | bfifo.w_rdy)
         take = place & real
         block = Mux(real, ub[:block_bits], 0)
         with m.If(place):
@@ -277,8 +289,27 @@ class GemmEngine(wiring.Component):
                 m.d.sync += [b_j.eq(0), b_kk.eq(b_kk + 1)]
             with m.Else():
                 m.d.sync += b_j.eq(b_j + 1)
-        m.d.comb += [bfifo.w_en.eq(place & (b_c == cols - 1)),
-                     bfifo.w_data.eq(Cat(*[b_reg[col] for col in range(cols - 1)], block))]
+        b_beat_out = Signal(cols * block_bits)
+        m.d.comb += b_beat_out.eq(Cat(*[b_reg[col] for col in range(cols - 1)], block))
+        b_place = place & (b_c == cols - 1)         # the unpacker completes a B beat
+        b_fed = Signal()                            # every B beat of the tile is in the B FIFO
+        if bdepth:
+            b_w = Signal(range(bdepth + 1))         # beats kept (first M-tile of an N-tile)
+            r_issued = Signal(range(bdepth + 1))    # buffer reads issued (a replayed tile)
+            r_tag = Signal()                        # a buffer read's data arrives this cycle
+            with m.If(b_place & stationary):
+                m.d.comb += [bb_wr.en.eq(1), bb_wr.addr.eq(b_w), bb_wr.data.eq(b_beat_out)]
+                m.d.sync += b_w.eq(b_w + 1)
+            read = streaming & replay & (r_issued != n_beats) & (bfifo.level + r_tag < bfifo_depth)
+            with m.If(read):
+                m.d.comb += [bb_rd.addr.eq(r_issued), bb_rd.en.eq(1)]
+                m.d.sync += r_issued.eq(r_issued + 1)
+            m.d.sync += r_tag.eq(read)
+            m.d.comb += [bfifo.w_en.eq(Mux(replay, r_tag, b_place)),
+                         bfifo.w_data.eq(Mux(replay, bb_rd.data, b_beat_out)),
+                         b_fed.eq(Mux(replay, (r_issued == n_beats) & ~r_tag, b_done))]
+        else:
+            m.d.comb += [bfifo.w_en.eq(b_place), bfifo.w_data.eq(b_beat_out), b_fed.eq(b_done)]
 
         after = Signal(range(cap + 1))              # bytes held once this cycle's block is taken
         drop = Signal(2)                            # leading bytes of this beat to drop
@@ -286,7 +317,7 @@ class GemmEngine(wiring.Component):
         # Between the N-tiles of one request the unpacker keeps its bytes; after the last N-tile
         # it drops the request's padding up to its last beat.
         row_end = n0 + tile_cols >= c.n
-        m.d.comb += self.wdata.ready.eq(streaming & ~seen_last &
+        m.d.comb += self.wdata.ready.eq(streaming & ~replay & ~seen_last &
                                         Mux(b_done, row_end, after + db - drop <= cap))
         accept = self.wdata.valid & self.wdata.ready
         shifted = Mux(take, ub >> block_bits, ub)
@@ -298,7 +329,7 @@ class GemmEngine(wiring.Component):
         with m.Elif(take):
             m.d.sync += [ub.eq(shifted), ucount.eq(after)]
 
-        tile_fed = (a_kk == kb) & ~a_busy & ~a_tag_valid & b_done & (seen_last | ~row_end)
+        tile_fed = (a_kk == kb) & ~a_busy & ~a_tag_valid & b_fed & (seen_last | ~row_end)
 
         # -- phase 3: result beats -> destination rows ----------------------------------------------
         o_mt_row = Signal(13)
@@ -341,7 +372,20 @@ class GemmEngine(wiring.Component):
                              o_beat_col.eq(o_beat_col + cols), o_col.eq(o_beat_col + cols)]
             with m.Else():                          # the tile's last beat
                 m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(0), tiles_written.eq(tiles_written + 1)]
-                with m.If(o_n0 + tile_cols >= c.n):
+                with m.If(stationary & (o_mt_row + rows >= c.m)):     # the N-tile's last M-tile
+                    next_base = c.dst + o_n0 + tile_cols
+                    m.d.sync += [o_mt_row.eq(0), o_n0.eq(o_n0 + tile_cols), o_mrow_base.eq(c.dst),
+                                 o_tile_base.eq(next_base), o_beat_base.eq(next_base),
+                                 o_row_addr.eq(next_base), o_addr.eq(next_base),
+                                 o_beat_col.eq(o_n0 + tile_cols), o_col.eq(o_n0 + tile_cols)]
+                with m.Elif(stationary):                                # the next M-tile
+                    next_row = o_mrow_base + c.n * rows
+                    next_base = next_row + o_n0
+                    m.d.sync += [o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
+                                 o_tile_base.eq(next_base), o_beat_base.eq(next_base),
+                                 o_row_addr.eq(next_base), o_addr.eq(next_base),
+                                 o_beat_col.eq(o_n0), o_col.eq(o_n0)]
+                with m.Elif(o_n0 + tile_cols >= c.n):
                     next_base = o_mrow_base + c.n * rows
                     m.d.sync += [o_n0.eq(0), o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_base),
                                  o_tile_base.eq(next_base), o_beat_base.eq(next_base),
@@ -378,6 +422,8 @@ class GemmEngine(wiring.Component):
                     m.d.sync += status.eq(Status.WEIGHT_RANGE)
                     m.next = "RESPOND"
                 with m.Else():
+                    if bdepth:
+                        m.d.sync += [stationary.eq(kb * slots <= bdepth), n_beats.eq(kb * slots)]
                     m.d.sync += [quantizing.eq(1), q_addr.eq(c.src), q_part.eq(0), q_issued.eq(0),
                                  q_written.eq(0),
                                  mt_row.eq(0), n0.eq(0), a_base.eq(0), wt_off.eq(0),
@@ -397,11 +443,16 @@ class GemmEngine(wiring.Component):
                              full_addr.eq(self.weight_base + c.w[:WEIGHT_ADDR_BITS] + wt_off)]
                 m.next = "SIZE"
             with m.State("SIZE"):
-                # One weight request per M-tile: the N-tiles' weights lie one after the other in
-                # the image, so the stream runs on from tile to tile without a request's latency.
+                # One weight request serves all N-tiles (their weights lie one after the other in
+                # the image, so the stream runs on from tile to tile without a request's latency):
+                # stationary, at the GEMM's first tile (the first M-tile of each N-tile keeps its B
+                # beats in the B buffer, the others replay them); else at each M-tile's first.
                 m.d.sync += [row_bytes.eq(kb_bytes * c.n), skip.eq(full_addr[:2]),
-                             a_kk.eq(0), a_ptr.eq(a_base), b_j.eq(0), b_c.eq(0), b_kk.eq(0)]
-                with m.If(n0 == 0):
+                             a_kk.eq(0), a_ptr.eq(a_base), b_j.eq(0), b_c.eq(0), b_kk.eq(0),
+                             replay.eq(stationary & (mt_row != 0))]
+                if bdepth:
+                    m.d.sync += [b_w.eq(0), r_issued.eq(0)]
+                with m.If((n0 == 0) & (~stationary | (mt_row == 0))):
                     m.next = "REQUEST"
                 with m.Else():
                     m.next = "COMMAND"
@@ -428,7 +479,12 @@ class GemmEngine(wiring.Component):
             with m.State("NEXT"):
                 last_n = n0 + tile_cols >= c.n
                 last_m = mt_row + rows >= c.m
-                with m.If(last_n):
+                with m.If(stationary & last_m):
+                    m.d.sync += [mt_row.eq(0), a_base.eq(0), n0.eq(n0 + tile_cols),
+                                 wt_off.eq(wt_off + kb_bytes * tile_cols)]
+                with m.Elif(stationary):
+                    m.d.sync += [mt_row.eq(mt_row + rows), a_base.eq(a_base + kb * rows)]
+                with m.Elif(last_n):
                     m.d.sync += [n0.eq(0), wt_off.eq(0), mt_row.eq(mt_row + rows),
                                  a_base.eq(a_base + kb * rows)]
                 with m.Else():

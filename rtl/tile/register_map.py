@@ -467,8 +467,8 @@ _PERF_COUNTERS = (
      "`CYCLES`."),
     ("WEIGHT_STALL_CYCLES", "Cycles in which a weight range was requested and not yet fully "
      "delivered, its consumer (a GEMM or a copy) would take a beat, and the weight port had none."),
-    ("WEIGHT_BYTES", "Bytes of the weight ranges requested (each GEMM M-tile's weights, each copy's "
-     "words; a GEMM's range rounded up to whole 4-byte words)."),
+    ("WEIGHT_BYTES", "Bytes of the weight ranges requested (a GEMM's weights, once or once per "
+     "M-tile, each copy's words; a GEMM's range rounded up to whole 4-byte words)."),
     ("WEIGHT_BEATS", "Data beats delivered by the weight port (`data_bytes` bytes each, the last of "
      "a range partly filled)."),
     ("KV_READS", "Records returned by the KV-cache controller to the attention engine's reads (a "
