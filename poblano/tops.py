@@ -71,8 +71,8 @@ TOPS = [
         target_mhz=50,
         description="compute tile sized for the ULX3S-85F: 1 vector lane, 1x2 MAC array (products on "
                     "9 MULT18 + 4 DP16KD pairs per PE), 4,096-word scratchpad, 512 instructions, KV "
-                    "slice of 16 pages x 16 records in one bank (head_dim 32); its clock goal is the "
-                    "vector unit's (the slowest block)"),
+                    "slice of 16 pages x 16 records in one bank (head_dim 32), B buffer of 256 beats; "
+                    "its clock goal is the vector unit's (the slowest block)"),
 ]
 
 
@@ -90,7 +90,7 @@ def ulx3s_tile(rows, cols, lanes=2, mapping=(9, 4), spad_words=4096, kv_pages=16
     from sim_models.tile_isa import TileConfig
     config = TileConfig(spad_words=spad_words, rows=rows, cols=cols, interleave=8, lanes=lanes,
                         kv_pages=kv_pages, kv_page_tokens=16, kv_seqs=16, kv_max_pages_per_seq=16,
-                        kv_banks=1)
+                        kv_banks=1, weight_buffer_beats=256)
     return Tile(config, head_dim=32, prog_words=prog_words, mac_mapping=mapping)
 
 
