@@ -112,12 +112,13 @@ def main(argv=None):
     if args.quick:
         return 0
     tile = _tile()
+    ports_option = "" if args.ports == [8, 32] else " --ports " + " ".join(map(str, args.ports))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "tile.json").write_text(json.dumps({"tile": vars(tile), "runs": rows, "seconds": seconds,
                                                    "machine": platform.machine()}, indent=2) + "\n")
     (RESULTS / "tile.md").write_text(f"""# Compute tile: a whole model on the RTL, in cycles
 
-Measured by `.venv/bin/python -m benchmarks.tile{"" if args.ports == [8, 32] else " --ports " + " ".join(map(str, args.ports))}` (the module's docstring says how); every run's
+Measured by `.venv/bin/python -m benchmarks.tile{ports_option}` (the module's docstring says how); every run's
 logits and the final scratchpad equal the ISS's and the golden model's. Tile: 2x2 MAC array,
 interleave 4, 4 vector lanes, 65,536 scratchpad words, KV cache of 64 pages x 8 positions (128 per
 sequence), head_dim 32; the weight memory answers every cycle (cocotbext-axi `AxiRamRead`).
