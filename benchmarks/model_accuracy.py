@@ -61,12 +61,7 @@ HEADINGS = {"reference init": "Reference initialization (std 0.02)",
 
 def checkpoint(kind: str, seed: int, qk_factor: float = 1.0) -> ck.Checkpoint:
     """The random checkpoint of ``models/<kind>`` at ``seed``, q and k projections scaled by ``qk_factor``."""
-    config = ck.load_config(MODELS / kind / "config.json")
-    tensors = ck.random_weights(config, seed)
-    for name in tensors:
-        if ".q_proj." in name or ".k_proj." in name:
-            tensors[name] = tensors[name] * np.float32(qk_factor)
-    return ck.Checkpoint(config, tensors)
+    return ck.sharpened_checkpoint(ck.load_config(MODELS / kind / "config.json"), seed, qk_factor)
 
 
 def prompt(config: ck.ModelConfig, seed: int) -> np.ndarray:

@@ -31,6 +31,7 @@ __all__ = [
     "ARCHITECTURES", "CONFIG_FILE", "WEIGHTS_FILE", "MULTIPLE",
     "CheckpointError", "ModelConfig", "Checkpoint",
     "load_config", "load_checkpoint", "save_checkpoint", "random_weights",
+    "sharpened_checkpoint",
 ]
 
 ARCHITECTURES = ("LlamaForCausalLM", "MixtralForCausalLM")
@@ -294,6 +295,21 @@ def random_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
             out[name] = (rng.standard_normal(shape) * config.initializer_range).astype(np.float32)
     return out
 
+
+
+def sharpened_checkpoint(config: ModelConfig, seed: int = 0, qk_factor: float = 1.0) -> Checkpoint:
+    """The :func:`random_weights` checkpoint of ``config`` with the q and k projections scaled by
+    ``qk_factor``.
+
+    At the reference initialization attention is almost uniform, so the position-dependent parts
+    (RoPE, the causal mask, the GQA mapping) barely move the logits; scaling q and k by a factor
+    such as 8 sharpens every score by its square and makes them matter.
+    """
+    tensors = random_weights(config, seed)
+    for name in tensors:
+        if ".q_proj." in name or ".k_proj." in name:
+            tensors[name] = tensors[name] * np.float32(qk_factor)
+    return Checkpoint(config, tensors)
 
 # ==================================================================================================
 # Field checks

@@ -357,6 +357,12 @@ class GemmEngine(wiring.Component):
             self.spad.wr_mask.eq(Cat(((o_p * lanes + j < cols) & (o_col + j < c.n)) for j in range(lanes))),
             *[self.spad.wr_data[j].eq(wr_lane[j]) for j in range(lanes)],
         ]
+        def start_tile(base, col):
+            """The writer's addresses at the first beat of a tile whose element (0, 0) is at word
+            ``base``, column ``col`` of the result."""
+            return [o_tile_base.eq(base), o_beat_base.eq(base), o_row_addr.eq(base), o_addr.eq(base),
+                    o_beat_col.eq(col), o_col.eq(col)]
+
         beat_done = (o_r == rows - 1) & (o_p == parts - 1)
         m.d.comb += mac.o.ready.eq(beat_done)
         with m.If(mac.o.valid):
@@ -373,29 +379,19 @@ class GemmEngine(wiring.Component):
             with m.Else():                          # the tile's last beat
                 m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(0), tiles_written.eq(tiles_written + 1)]
                 with m.If(stationary & (o_mt_row + rows >= c.m)):     # the N-tile's last M-tile
-                    next_base = c.dst + o_n0 + tile_cols
                     m.d.sync += [o_mt_row.eq(0), o_n0.eq(o_n0 + tile_cols), o_mrow_base.eq(c.dst),
-                                 o_tile_base.eq(next_base), o_beat_base.eq(next_base),
-                                 o_row_addr.eq(next_base), o_addr.eq(next_base),
-                                 o_beat_col.eq(o_n0 + tile_cols), o_col.eq(o_n0 + tile_cols)]
+                                 *start_tile(c.dst + o_n0 + tile_cols, o_n0 + tile_cols)]
                 with m.Elif(stationary):                                # the next M-tile
                     next_row = o_mrow_base + c.n * rows
-                    next_base = next_row + o_n0
                     m.d.sync += [o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
-                                 o_tile_base.eq(next_base), o_beat_base.eq(next_base),
-                                 o_row_addr.eq(next_base), o_addr.eq(next_base),
-                                 o_beat_col.eq(o_n0), o_col.eq(o_n0)]
+                                 *start_tile(next_row + o_n0, o_n0)]
                 with m.Elif(o_n0 + tile_cols >= c.n):
-                    next_base = o_mrow_base + c.n * rows
-                    m.d.sync += [o_n0.eq(0), o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_base),
-                                 o_tile_base.eq(next_base), o_beat_base.eq(next_base),
-                                 o_row_addr.eq(next_base), o_addr.eq(next_base),
-                                 o_beat_col.eq(0), o_col.eq(0)]
+                    next_row = o_mrow_base + c.n * rows
+                    m.d.sync += [o_n0.eq(0), o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
+                                 *start_tile(next_row, 0)]
                 with m.Else():
-                    next_base = o_tile_base + tile_cols
-                    m.d.sync += [o_n0.eq(o_n0 + tile_cols), o_tile_base.eq(next_base),
-                                 o_beat_base.eq(next_base), o_row_addr.eq(next_base), o_addr.eq(next_base),
-                                 o_beat_col.eq(o_n0 + tile_cols), o_col.eq(o_n0 + tile_cols)]
+                    m.d.sync += [o_n0.eq(o_n0 + tile_cols),
+                                 *start_tile(o_tile_base + tile_cols, o_n0 + tile_cols)]
 
         # -- control --------------------------------------------------------------------------------
         status = self.ctl.resp.payload.status
@@ -429,8 +425,7 @@ class GemmEngine(wiring.Component):
                                  mt_row.eq(0), n0.eq(0), a_base.eq(0), wt_off.eq(0),
                                  tiles_fed.eq(0), tiles_written.eq(0),
                                  o_mt_row.eq(0), o_n0.eq(0), o_s.eq(0), o_r.eq(0), o_p.eq(0),
-                                 o_mrow_base.eq(c.dst), o_tile_base.eq(c.dst), o_beat_base.eq(c.dst),
-                                 o_row_addr.eq(c.dst), o_addr.eq(c.dst), o_beat_col.eq(0), o_col.eq(0)]
+                                 o_mrow_base.eq(c.dst), *start_tile(c.dst, 0)]
                     m.next = "QUANTIZE"
             with m.State("QUANTIZE"):
                 with m.If(self.werror):

@@ -206,9 +206,15 @@ class VopEngine(wiring.Component):
         x_mem = Array(operand_mem)[x]
         bcast = Array(c.bcast[i] for i in range(3))[x]
 
-        def address(i):
-            """Operand ``i``'s read address for this beat (not a rotated one)."""
-            return Mux(c.bcast[i], row_base[i], row_base[i] + col)
+        def address(base, broadcast, rotated=None):
+            """The read address of this beat of an operand whose row starts at ``base``: the row's
+            first word when ``broadcast``, rope's rotated element when ``rotated``."""
+            element = base + col if rotated is None else Mux(rotated, base + rot, base + col)
+            return Mux(broadcast, base, element)
+
+        def first_operand(u):
+            """The first operand of ``u``, a set of operand bits."""
+            return Mux(u[0], 0, Mux(u[1], 1, 2))
 
         later = Signal(3)                           # operands of this pass after x
         m.d.comb += later.eq(cur_uses & ~((Const(2, 3) << x) - 1))
@@ -219,7 +225,7 @@ class VopEngine(wiring.Component):
         # The fast path: at a beat's first operand, every operand of the pass read in this cycle when
         # they lie in different memories (the attention engine's commands); else one per cycle.
         first = Signal(2)
-        m.d.comb += first.eq(Mux(cur_uses[0], 0, Mux(cur_uses[1], 1, 2)))
+        m.d.comb += first.eq(first_operand(cur_uses))
         distinct = Const(1)
         for i in range(3):
             for j in range(i + 1, 3):
@@ -238,7 +244,8 @@ class VopEngine(wiring.Component):
                 with m.If(cur_uses[i]):
                     for e in range(nmem):
                         with m.If(operand_mem[i] == e):
-                            m.d.comb += [ports[e].rd_addr.eq(address(i) - mem_bases[e]), ports[e].rd_en.eq(1)]
+                            m.d.comb += [ports[e].rd_addr.eq(address(row_base[i], c.bcast[i]) - mem_bases[e]),
+                                         ports[e].rd_en.eq(1)]
             m.d.comb += issue.eq(cur_uses)
         with m.Elif(reading & second):
             # words rb + rot - len + j for j >= cut: the row's first words; below the scratchpad's
@@ -249,8 +256,7 @@ class VopEngine(wiring.Component):
         with m.Elif(reading & Array(room)[x] & ((x != 2) | chain_ok)):
             for e in range(nmem):
                 with m.If(x_mem == e):
-                    m.d.comb += [ports[e].rd_addr.eq(Mux(bcast, rb, Mux(rotated, rb + rot, rb + col))
-                                                     - mem_bases[e]),
+                    m.d.comb += [ports[e].rd_addr.eq(address(rb, bcast, rotated) - mem_bases[e]),
                                  ports[e].rd_en.eq(1)]
             m.d.comb += [issue.eq(1 << x), advance.eq(~wraps)]
         m.d.comb += beat_done.eq(fast | (advance & (later == 0)))
@@ -275,9 +281,6 @@ class VopEngine(wiring.Component):
             m.d.sync += [tag_cut.eq(cut), second.eq(0)]
         with m.Elif(~fast & (issue != 0)):
             m.d.sync += second.eq(wraps)
-
-        def first_operand(u):
-            return Mux(u[0], 0, Mux(u[1], 1, 2))
 
         with m.If(advance & (later != 0)):
             m.d.sync += x.eq(first_operand(later))

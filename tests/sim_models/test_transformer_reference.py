@@ -22,12 +22,7 @@ SHARPEN = 8.0
 
 
 def _checkpoint(kind, seed=0, qk_factor=1.0):
-    config = ck.load_config(MODELS / kind / "config.json")
-    tensors = ck.random_weights(config, seed)
-    for name in tensors:
-        if ".q_proj." in name or ".k_proj." in name:
-            tensors[name] = tensors[name] * np.float32(qk_factor)
-    return ck.Checkpoint(config, tensors)
+    return ck.sharpened_checkpoint(ck.load_config(MODELS / kind / "config.json"), seed, qk_factor)
 
 
 @pytest.mark.parametrize("kind", KINDS)
