@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.common.parameters import parameter_error
 from rtl.mx.dot_product import LUT_PRODUCTS
-from rtl.mx.layouts import BLOCK_SIZE, MXBlock, a_beat, b_beat
+from rtl.mx.layouts import BLOCK_SIZE, MXBlock, a_beat, b_beat, c_beat
 from rtl.mx.mac_array import MacArray
 from rtl.mx.quantizer import MXQuantizer, QuantizeMode
 from rtl.tile.layouts import (
@@ -49,30 +49,46 @@ class GemmEngine(wiring.Component):
     ``src + m*k``, then the destination ``dst + m*n`` beyond the scratchpad (``spad_range``); a weight
     offset not a multiple of 4 or ``w + (k/32)*n*17`` beyond ``weight_size`` (``weight_range``).
 
-    Then three phases:
+    Then three activities that overlap:
 
     1. Quantize: the ``m * k`` activation words are read in order through the scratchpad's row
        port (``32 / lanes`` reads per 32-word block), each block goes through the MX quantizer
        (E2M1, ``floor``) into the A buffer (``spad_words / 32`` blocks of 136 bits: the range
-       check guarantees that the whole quantized operand fits). Everything is read before anything
-       is written, so ``dst`` may overlap ``src`` in any way, as in the ISS.
+       check guarantees that the whole quantized operand fits). The tiles start as soon as their
+       rows are quantized. When ``dst`` overlaps ``src`` no result is written before every
+       activation is read, so ``dst`` may overlap ``src`` in any way, as in the ISS.
     2. Tiles: one MAC-array command per (M-tile of ``rows`` rows, N-tile of ``cols * interleave``
-       columns), the A beats from the A buffer (rows beyond ``m`` are zero blocks) and the B beats
-       unpacked from the weight's byte stream (17-byte blocks in image order, ``cols`` blocks a
-       beat; the columns of a partial last N-tile beyond ``n`` are zero blocks). The byte stream is
-       requested from the 4-byte aligned address at or below the weight's first byte, its length
-       rounded up to a multiple of 4 (the leading and trailing bytes are dropped); the N-tiles lie
-       one after the other in the image, so one request serves them all. When an N-tile's B beats
-       fit the B buffer (``k / 32 * interleave <= weight_buffer_beats``: *stationary*), the N-tiles
-       are outer and the M-tiles inner: the first M-tile of an N-tile keeps its B beats in the
-       buffer and the others replay them, so the weight is streamed once per GEMM. Otherwise the
-       M-tiles are outer and each re-requests and re-streams the weight (as the ISS counts it).
+       columns), the A beats from the A buffer (rows beyond ``m`` are zero blocks; the A reader
+       walks the tiles on its own, ahead of the B beats) and the B beats unpacked from the
+       weight's byte stream (17-byte blocks in image order, ``cols`` blocks a beat, up to ``per``
+       blocks a cycle, as many as keep up with ``data_bytes``; the columns of a partial last
+       N-tile beyond ``n`` are zero blocks). The byte stream is requested from the 4-byte aligned
+       address at or below the weight's first byte, its length rounded up to a multiple of 4 (the
+       leading and trailing bytes are dropped); the N-tiles lie one after the other in the image,
+       so one request serves them all. The B buffer decides the order of the tiles:
+
+       * *resident*, when every N-tile's B beats fit it at once (``k/32 * (n + cols * interleave
+         - 1) <= weight_buffer_beats * cols``, a bound on ``k/32 * interleave * N-tiles``): the
+         M-tiles are outer, the first M-tile keeps all its B beats and the others replay them,
+         so quantizing the next rows overlaps the tiles of the previous ones;
+       * *N-outer*, when one N-tile's B beats fit (``k / 32 * interleave <=
+         weight_buffer_beats``): the N-tiles are outer and the M-tiles inner, the first M-tile of
+         each N-tile keeps its B beats and the others replay them;
+       * otherwise the M-tiles are outer and each re-requests and re-streams the weight.
+
+       Both buffered orders stream the weight once per GEMM (one request, as the ISS counts it);
+       a replayed tile's beats follow the previous replayed tile's without a gap. Streamed beats
+       are offered to the array a k-block (``interleave`` beats) at a time, since a beat missing
+       its slot's cycle costs the array a whole round.
     3. Results: concurrently with the tiles, every result beat is written to the destination rows
-       it belongs to (``rows`` masked row-port writes a beat; rows ``>= m`` and columns ``>= n`` are
-       never written).
+       it belongs to. ``group`` consecutive result beats of a tile (as many as fill a row-port
+       write, ``lanes / cols`` when that divides ``interleave``) are written together, ``rows *
+       ceil(group * cols / lanes)`` masked row-port writes, while the next group is gathered;
+       rows ``>= m`` and columns ``>= n`` are never written.
 
     A weight-port error (``werror``, sticky in the port) stops the engine at the next tile boundary
-    (the tile's byte range drained to its ``last`` beat, its results written) with ``bus_error``.
+    (the tile's byte range drained to its ``last`` beat, its results written, the A beats read
+    ahead for tiles never started dropped) with ``bus_error``.
 
     Parameters
     ----------
@@ -102,26 +118,26 @@ class GemmEngine(wiring.Component):
         The scratchpad's row port.
 
     Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), the B buffer
-    (``weight_buffer_beats`` words of ``136 cols`` bits, block RAM; none when 0), an A FIFO of 2
-    beats and a B FIFO of ``interleave`` beats (``rows`` and ``cols`` blocks of 136 bits), the byte
-    unpacker (``34 + data_bytes`` bytes), the quantizer (E2M1 only) and the MAC array.
+    (``weight_buffer_beats`` words of ``136 cols`` bits, block RAM; none when 0), an A FIFO of 3
+    beats and a B FIFO of ``max(3, interleave)`` beats (``rows`` and ``cols`` blocks of 136 bits),
+    the byte unpacker (``34 per + data_bytes`` bytes), the result group registers (``(2 group -
+    1) rows cols`` words), the quantizer (E2M1 only) and the MAC array.
 
     Timing
     ------
-    A fault is answered 2 or 3 cycles after the command. A GEMM takes 3 cycles of checks, then
-    ``m * k / min(lanes, 32)`` cycles of scratchpad reads (one a cycle) plus the quantizer's 6,
-    then the weight request (its latency once per GEMM, or once per M-tile when not stationary),
-    per tile about 5 cycles of set-up and the tile's B beats: streamed, ``ceil((k/32) * w * 17 /
-    data_bytes)`` cycles for ``w`` columns (a B beat needs ``17 * cols`` bytes, so the weight
-    stream is the bottleneck, not the array's one beat a cycle); replayed from the B buffer, one
-    beat a cycle. The results of a tile are written while the next one streams (``rows *
-    ceil(cols / lanes)`` cycles a result beat), and after the last tile the array's latency and
-    that tile's writes. Measured in the Amaranth simulator with weight data every cycle and 8-byte
-    beats (``tests/rtl/tile/test_gemm_engine.py`` checks these): rows 2, cols 2, interleave 2,
-    lanes 4: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 146 cycles, ``2, 96, 9`` (1 x 3 tiles) 159
-    cycles; the default array (4 x 4, interleave 8, lanes 8): ``5, 32, 40`` (2 x 2 tiles, 1,360
-    weight bytes streamed once) 242 cycles. A bus error ends the run at the next tile boundary,
-    after the rest of the request's beats are dropped.
+    A fault is answered 2 or 3 cycles after the command. A GEMM takes 3 cycles of checks; then
+    the quantizer reads ``m * k / min(lanes, 32)`` cycles (one row-port read a cycle), and the
+    tiles follow it: streamed B beats at the weight port's rate (a beat needs ``17 * cols``
+    bytes), replayed ones at the array's one a cycle, about 4 cycles of set-up per streamed tile;
+    the result writes keep up with the array when ``lanes >= cols``. The last tile's results
+    leave after the array's latency. Measured in the Amaranth simulator with weight data every
+    cycle (``tests/rtl/tile/test_gemm_engine.py`` checks the first three): rows 2, cols 2,
+    interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 97 cycles, ``2, 96,
+    9`` (1 x 3 tiles) 127 cycles; the default array (4 x 4, interleave 8, lanes 8), 8-byte beats:
+    ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 205 cycles; 32-byte beats,
+    prefill shapes of 64 rows (``benchmarks/results/tile.md``): MAC array busy 86 % of the
+    cycles of ``64, 64, 128`` and 85 % of ``64, 128, 64``. A bus error ends the run at the next
+    tile boundary, after the rest of the request's beats are dropped.
     """
 
     def __init__(self, config: TileConfig | None = None, *, data_bytes=8, mac_mapping=LUT_PRODUCTS):
@@ -152,7 +168,10 @@ class GemmEngine(wiring.Component):
         db = self.data_bytes
         per_read = min(lanes, BLOCK_SIZE)           # words of a block per row-port read
         reads = BLOCK_SIZE // per_read              # row-port reads per block
-        parts = -(-cols // lanes)                   # row-port writes per row of a result beat
+        group = 1                                   # result beats written together: as many as
+        while group * 2 * cols <= lanes and slots % (group * 2) == 0:  # fill a row-port write
+            group *= 2
+        wparts = -(-(group * cols) // lanes)        # row-port writes per row of a group
         depth = max(1, cfg.spad_words // BLOCK_SIZE)
         block_bits = MXBlock.size
 
@@ -162,6 +181,7 @@ class GemmEngine(wiring.Component):
         ab_wr, ab_rd = abuf.write_port(), abuf.read_port()
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
         m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=3)
+        purge = Signal()                            # empty the A FIFO (after a bus error)
         bfifo_depth = max(3, slots)
         m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=bfifo_depth)
         bdepth = cfg.weight_buffer_beats
@@ -169,8 +189,9 @@ class GemmEngine(wiring.Component):
             m.submodules.bbuf = bbuf = Memory(shape=cols * block_bits, depth=bdepth, init=[])
             bb_wr, bb_rd = bbuf.write_port(), bbuf.read_port()
             m.d.comb += bb_rd.en.eq(0)
-        m.d.comb += [mac.a.valid.eq(afifo.r_rdy), mac.a.payload.eq(afifo.r_data), afifo.r_en.eq(mac.a.ready),
-                     mac.b.valid.eq(bfifo.r_rdy), mac.b.payload.eq(bfifo.r_data), bfifo.r_en.eq(mac.b.ready)]
+        m.d.comb += [mac.a.valid.eq(afifo.r_rdy), mac.a.payload.eq(afifo.r_data),
+                     afifo.r_en.eq(mac.a.ready | purge),
+                     mac.b.payload.eq(bfifo.r_data), bfifo.r_en.eq(mac.b.ready)]
 
         # -- the command and its checks -------------------------------------------------------------
         c = Signal(GemmCommand)
@@ -180,6 +201,8 @@ class GemmEngine(wiring.Component):
         w_end = Signal(len(c.w) + 1)
         total = Signal(24)                          # blocks of the activations (m * k / 32)
         kb_bytes = Signal(16)                       # bytes of one column of the weight (k/32 * 17)
+        resident_need = Signal(48)                  # kb * (n + tile_cols - 1), at least kb *
+        m.d.sync += resident_need.eq(kb * (c.n + tile_cols - 1))  # slots * N-tiles * cols
         m.d.sync += [src_end.eq(c.src + c.m * c.k), dst_end.eq(c.dst + c.m * c.n),
                      w_end.eq(c.w + kb * c.n * BLOCK_BYTES), total.eq(c.m * kb),
                      kb_bytes.eq(kb * BLOCK_BYTES)]
@@ -188,6 +211,10 @@ class GemmEngine(wiring.Component):
         err = Signal()                              # werror seen during this command
         stationary = Signal()                       # an N-tile's weights fit the B buffer: N-tiles
         #                                             outer, M-tiles inner, each weight streamed once
+        resident = Signal()                         # every N-tile's weights fit the B buffer at
+        #                                             once: M-tiles outer, N-tiles inner, the first
+        #                                             M-tile's B beats kept, the others replay them all
+        n_outer = stationary & ~resident            # N-tiles outer, M-tiles inner
         replay = Signal()                           # this tile's B beats come from the B buffer
         n_beats = Signal(range(max(2, bdepth + 1)))  # B beats of a tile (kb * slots) when stationary
 
@@ -223,12 +250,13 @@ class GemmEngine(wiring.Component):
         with m.If(quant.o.valid):
             m.d.comb += [ab_wr.en.eq(1), ab_wr.addr.eq(q_written), ab_wr.data.eq(quant.o.payload)]
             m.d.sync += q_written.eq(q_written + 1)
+        with m.If(quantizing & (q_issued == total) & (q_written == total)):
+            m.d.sync += quantizing.eq(0)
 
         # -- phase 2: tiles -------------------------------------------------------------------------
         streaming = Signal()
         mt_row = Signal(13)                         # first row of the M-tile
         n0 = Signal(21)                             # first column of the N-tile
-        a_base = Signal(24)                         # A-buffer index of row mt_row, block 0
         wt_off = Signal(WEIGHT_ADDR_BITS + 2)       # byte offset of the N-tile in the weight
         w_cols = Signal(range(tile_cols + 1))       # columns of this N-tile
         row_bytes = Signal(36)                      # weight bytes of an M-tile (all its N-tiles)
@@ -237,20 +265,50 @@ class GemmEngine(wiring.Component):
         tiles_fed = Signal(32)
         tiles_written = Signal(32)
 
-        # A beats: rows blocks read from the A buffer, one per cycle, then into the A FIFO.
-        a_kk = Signal(16)                           # A beats started
-        a_ptr = Signal(24)                          # A-buffer index of (mt_row, a_kk)
+        # A beats: rows blocks read from the A buffer, one per cycle, then into the A FIFO. The A
+        # reader walks the tiles in the order the tile loop below does, on its own: the next tile's
+        # A beats wait in the FIFO while the current tile's B beats are still streaming.
+        a_on = Signal()                             # tiles left to read
+        a_stop = Signal()                           # a bus error: read the issued tiles' beats only
+        a_tiles = Signal(32)                        # tiles whose A beats are all started
+        a_kk = Signal(16)                           # A beat of the reader's tile
+        a_mrow = Signal(13)                         # first row of the reader's tile
+        a_n0 = Signal(21)                           # first column of the reader's tile
+        a_ptr = Signal(24)                          # A-buffer index of (a_mrow, a_kk)
         a_busy = Signal()
-        a_r = Signal(range(rows))
+        a_r = Signal(range(max(2, rows)))           # (at least one bit: no zero-width nets)
         a_rd = Signal(24)
-        a_tag_valid, a_tag_r, a_tag_ok = Signal(), Signal(range(rows)), Signal()
+        a_row = Signal(13)                          # a_mrow of the beat being read
+        a_tag_valid, a_tag_r, a_tag_ok = Signal(), Signal(range(max(2, rows))), Signal()
         a_next = Signal(a_beat(rows))
-        with m.If(streaming & ~a_busy & ~a_tag_valid & (a_kk != kb) & afifo.w_rdy):
-            m.d.sync += [a_busy.eq(1), a_r.eq(0), a_rd.eq(a_ptr), a_ptr.eq(a_ptr + 1), a_kk.eq(a_kk + 1)]
+        # A beat (a_mrow, a_kk) reads blocks a_ptr + r * kb: the quantizer has written them (or is
+        # done: rows beyond m read whatever is there and are masked to zero blocks).
+        a_span = Signal(24)                         # (rows - 1) * kb
+        m.d.sync += a_span.eq(kb * (rows - 1))
+        a_ready = ~quantizing | (a_ptr + a_span < q_written)
+        a_wanted = a_on & ~(a_stop & (a_tiles == tiles_fed))
+        with m.If(a_wanted & ~a_busy & ~a_tag_valid & afifo.w_rdy & a_ready):
+            m.d.sync += [a_busy.eq(1), a_r.eq(0), a_rd.eq(a_ptr), a_row.eq(a_mrow)]
+            with m.If(a_kk != kb - 1):
+                m.d.sync += [a_kk.eq(a_kk + 1), a_ptr.eq(a_ptr + 1)]
+            with m.Else():                          # the tile's last beat: on to the next tile
+                a_last_m = a_mrow + rows >= c.m
+                a_last_n = a_n0 + tile_cols >= c.n
+                next_mrow = a_ptr + 1 + a_span      # A-buffer index of row a_mrow + rows, block 0
+                m.d.sync += [a_kk.eq(0), a_tiles.eq(a_tiles + 1)]
+                with m.If(n_outer & a_last_m):
+                    m.d.sync += [a_mrow.eq(0), a_ptr.eq(0), a_n0.eq(a_n0 + tile_cols), a_on.eq(~a_last_n)]
+                with m.Elif(n_outer):
+                    m.d.sync += [a_mrow.eq(a_mrow + rows), a_ptr.eq(next_mrow)]
+                with m.Elif(a_last_n):
+                    m.d.sync += [a_n0.eq(0), a_mrow.eq(a_mrow + rows), a_ptr.eq(next_mrow),
+                                 a_on.eq(~a_last_m)]
+                with m.Else():
+                    m.d.sync += [a_n0.eq(a_n0 + tile_cols), a_ptr.eq(a_ptr + 1 - kb)]
         m.d.sync += a_tag_valid.eq(a_busy)
         with m.If(a_busy):
             m.d.comb += [ab_rd.addr.eq(a_rd), ab_rd.en.eq(1)]
-            m.d.sync += [a_tag_r.eq(a_r), a_tag_ok.eq(mt_row + a_r < c.m), a_rd.eq(a_rd + kb),
+            m.d.sync += [a_tag_r.eq(a_r), a_tag_ok.eq(a_row + a_r < c.m), a_rd.eq(a_rd + kb),
                          a_r.eq(a_r + 1)]
             with m.If(a_r == rows - 1):
                 m.d.sync += a_busy.eq(0)
@@ -262,48 +320,56 @@ class GemmEngine(wiring.Component):
         m.d.comb += [afifo.w_en.eq(a_tag_valid & (a_tag_r == rows - 1)),
                      afifo.w_data.eq(Cat(*[a_next[r] for r in range(rows - 1)], a_block))]
 
-        # B beats: the weight bytes unpacked into 17-byte blocks, cols blocks a beat.
-        cap = 2 * BLOCK_BYTES + db                  # bytes the unpacker holds
+        # B beats: the weight bytes unpacked into 17-byte blocks, cols blocks a beat, ``per``
+        # blocks a cycle (enough to keep up with the port's ``db`` bytes a cycle).
+        per = 1
+        while per * 2 <= cols and cols % (per * 2) == 0 and per * BLOCK_BYTES < db:
+            per *= 2
+        cap = 2 * per * BLOCK_BYTES + db            # bytes the unpacker holds
         ub = Signal(8 * cap)
         ucount = Signal(range(cap + 1))
         first_beat, seen_last = Signal(), Signal()
         b_j = Signal(range(tile_cols))              # tile column of the next block
-        b_c = Signal(range(cols))
+        b_c = Signal(range(cols))                   # column of the next block in the beat
         b_kk = Signal(16)                           # k-blocks done
         b_reg = Signal(b_beat(cols))
         b_done = b_kk == kb
-        real = b_j < w_cols
-        place = streaming & ~replay & ~b_done & (~real | (ucount >= BLOCK_BYTES)) & \
-            ((b_c != cols - 1) | bfifo.w_rdy)
-        take = place & real
-        block = Mux(real, ub[:block_bits], 0)
+        real = [b_j + i < w_cols for i in range(per)]   # columns beyond n are zero blocks
+        n_real = Signal(range(per + 1))
+        m.d.comb += n_real.eq(sum(real))
+        place = streaming & ~replay & ~b_done & (ucount >= n_real * BLOCK_BYTES) & \
+            ((b_c != cols - per) | bfifo.w_rdy)
+        taken = Signal(range(per + 1))              # blocks taken from the byte stream this cycle
+        m.d.comb += taken.eq(Mux(place, n_real, 0))
+        blocks = [Mux(real[i], ub[i * block_bits:(i + 1) * block_bits], 0) for i in range(per)]
         with m.If(place):
-            with m.If(b_c == cols - 1):
+            with m.If(b_c == cols - per):
                 m.d.sync += b_c.eq(0)
             with m.Else():
-                m.d.sync += b_c.eq(b_c + 1)
-            for col in range(cols - 1):
+                m.d.sync += b_c.eq(b_c + per)
+            for col in range(0, cols - per, per):
                 with m.If(b_c == col):
-                    m.d.sync += b_reg[col].eq(block)
-            with m.If(b_j == tile_cols - 1):
+                    m.d.sync += [b_reg[col + i].eq(blocks[i]) for i in range(per)]
+            with m.If(b_j == tile_cols - per):
                 m.d.sync += [b_j.eq(0), b_kk.eq(b_kk + 1)]
             with m.Else():
-                m.d.sync += b_j.eq(b_j + 1)
+                m.d.sync += b_j.eq(b_j + per)
         b_beat_out = Signal(cols * block_bits)
-        m.d.comb += b_beat_out.eq(Cat(*[b_reg[col] for col in range(cols - 1)], block))
-        b_place = place & (b_c == cols - 1)         # the unpacker completes a B beat
+        m.d.comb += b_beat_out.eq(Cat(*[b_reg[col] for col in range(cols - per)], *blocks))
+        b_place = place & (b_c == cols - per)       # the unpacker completes a B beat
         b_fed = Signal()                            # every B beat of the tile is in the B FIFO
         if bdepth:
             b_w = Signal(range(bdepth + 1))         # beats kept (first M-tile of an N-tile)
             r_issued = Signal(range(bdepth + 1))    # buffer reads issued (a replayed tile)
+            r_addr = Signal(range(bdepth + 1))      # the next read's buffer address
             r_tag = Signal()                        # a buffer read's data arrives this cycle
             with m.If(b_place & stationary):
                 m.d.comb += [bb_wr.en.eq(1), bb_wr.addr.eq(b_w), bb_wr.data.eq(b_beat_out)]
                 m.d.sync += b_w.eq(b_w + 1)
             read = streaming & replay & (r_issued != n_beats) & (bfifo.level + r_tag < bfifo_depth)
             with m.If(read):
-                m.d.comb += [bb_rd.addr.eq(r_issued), bb_rd.en.eq(1)]
-                m.d.sync += r_issued.eq(r_issued + 1)
+                m.d.comb += [bb_rd.addr.eq(r_addr), bb_rd.en.eq(1)]
+                m.d.sync += [r_issued.eq(r_issued + 1), r_addr.eq(r_addr + 1)]
             m.d.sync += r_tag.eq(read)
             m.d.comb += [bfifo.w_en.eq(Mux(replay, r_tag, b_place)),
                          bfifo.w_data.eq(Mux(replay, bb_rd.data, b_beat_out)),
@@ -311,32 +377,49 @@ class GemmEngine(wiring.Component):
         else:
             m.d.comb += [bfifo.w_en.eq(b_place), bfifo.w_data.eq(b_beat_out), b_fed.eq(b_done)]
 
-        after = Signal(range(cap + 1))              # bytes held once this cycle's block is taken
+        # The array takes a B beat only in its slot's cycle: a streamed beat a cycle late waits a
+        # whole round of ``slots`` cycles. So beats from the weight stream are offered a k-block
+        # (``slots`` beats) at a time, once the B FIFO holds them all.
+        b_round = Signal(range(slots))              # slot of the array's next B beat
+        with m.If(mac.b.valid & mac.b.ready):
+            m.d.sync += b_round.eq(Mux(b_round == slots - 1, 0, b_round + 1))
+        m.d.comb += mac.b.valid.eq(bfifo.r_rdy & (replay | (b_round != 0) | (bfifo.level >= slots)))
+
+        after = Signal(range(cap + 1))              # bytes held once this cycle's blocks are taken
         drop = Signal(2)                            # leading bytes of this beat to drop
-        m.d.comb += [after.eq(ucount - Mux(take, BLOCK_BYTES, 0)), drop.eq(Mux(first_beat, skip, 0))]
+        m.d.comb += [after.eq(ucount - taken * BLOCK_BYTES), drop.eq(Mux(first_beat, skip, 0))]
         # Between the N-tiles of one request the unpacker keeps its bytes; after the last N-tile
         # it drops the request's padding up to its last beat.
         row_end = n0 + tile_cols >= c.n
         m.d.comb += self.wdata.ready.eq(streaming & ~replay & ~seen_last &
                                         Mux(b_done, row_end, after + db - drop <= cap))
         accept = self.wdata.valid & self.wdata.ready
-        shifted = Mux(take, ub >> block_bits, ub)
+        shifted = Array(ub >> (i * block_bits) for i in range(per + 1))[taken]
         incoming = self.wdata.payload.data >> Cat(Const(0, 3), drop)
         with m.If(accept):
             m.d.sync += [seen_last.eq(self.wdata.payload.last), first_beat.eq(0)]
         with m.If(accept & ~b_done):
             m.d.sync += [ub.eq(shifted | (incoming << Cat(Const(0, 3), after))), ucount.eq(after + db - drop)]
-        with m.Elif(take):
+        with m.Elif(taken != 0):
             m.d.sync += [ub.eq(shifted), ucount.eq(after)]
 
-        tile_fed = (a_kk == kb) & ~a_busy & ~a_tag_valid & b_fed & (seen_last | ~row_end)
+        tile_fed = b_fed & (seen_last | ~row_end)
 
         # -- phase 3: result beats -> destination rows ----------------------------------------------
+        # ``group`` consecutive result beats of a tile (columns s*cols .. (s+group)*cols - 1) are
+        # gathered and written as one: each row of the group is ``group * cols`` consecutive words,
+        # ``wparts`` row-port writes. A group is moved whole into the write buffer, so the next
+        # one is gathered while it is written.
+        held = Signal(data.ArrayLayout(c_beat(rows, cols), max(1, group - 1)))
+        g_idx = Signal(range(max(2, group)))        # beats of the group gathered
+        wbuf = Signal(data.ArrayLayout(data.ArrayLayout(32, group * cols), rows))
+        w_valid = Signal()                          # wbuf holds a group being written
+        hold = Signal()                             # dst overlaps src: no write while quantizing
         o_mt_row = Signal(13)
         o_n0 = Signal(21)
-        o_s = Signal(range(slots))
-        o_r = Signal(range(rows))
-        o_p = Signal(range(max(2, parts)))      # (at least one bit: no zero-width nets)
+        o_s = Signal(range(slots))                  # first slot of the group in wbuf
+        o_r = Signal(range(max(2, rows)))           # (at least one bit: no zero-width nets)
+        o_p = Signal(range(max(2, wparts)))
         o_mrow_base = Signal(SPAD_EA_BITS + 8)      # dst + o_mt_row * n
         o_tile_base = Signal(SPAD_EA_BITS + 8)      # ... + o_n0
         o_beat_base = Signal(SPAD_EA_BITS + 8)      # ... + o_s * cols
@@ -344,44 +427,63 @@ class GemmEngine(wiring.Component):
         o_addr = Signal(SPAD_EA_BITS + 8)           # ... + o_p * lanes
         o_beat_col = Signal(22)                     # o_n0 + o_s * cols
         o_col = Signal(22)                          # ... + o_p * lanes
-        row_data = Array(mac.o.payload.data[r] for r in range(rows))[o_r]
+        writing = w_valid & ~(hold & quantizing)
+        group_written = writing & (o_r == rows - 1) & (o_p == wparts - 1)
+        completes = g_idx == group - 1              # the incoming beat completes a group
+        m.d.comb += mac.o.ready.eq(~completes | ~w_valid | group_written)
+        with m.If(mac.o.valid & mac.o.ready):
+            with m.If(completes):
+                m.d.sync += [g_idx.eq(0), w_valid.eq(1)]
+                for r in range(rows):
+                    for b in range(group):
+                        beat = held[b] if b < group - 1 else mac.o.payload.data
+                        m.d.sync += [wbuf[r][b * cols + col].eq(beat[r][col]) for col in range(cols)]
+            with m.Else():
+                m.d.sync += g_idx.eq(g_idx + 1)
+                for b in range(group - 1):
+                    with m.If(g_idx == b):
+                        m.d.sync += held[b].eq(mac.o.payload.data)
+        with m.Elif(group_written):
+            m.d.sync += w_valid.eq(0)
+
+        row_data = Array(wbuf[r] for r in range(rows))[o_r]
         wr_lane = [Signal(32, name=f"wr_lane{j}") for j in range(lanes)]
         with m.Switch(o_p):
-            for p in range(parts):
+            for p in range(wparts):
                 with m.Case(p):
-                    for j in range(min(lanes, cols - p * lanes)):
+                    for j in range(min(lanes, group * cols - p * lanes)):
                         m.d.comb += wr_lane[j].eq(row_data[p * lanes + j])
         m.d.comb += [
-            self.spad.wr_en.eq(mac.o.valid & (o_mt_row + o_r < c.m)),
+            self.spad.wr_en.eq(writing & (o_mt_row + o_r < c.m)),
             self.spad.wr_addr.eq(o_addr),
-            self.spad.wr_mask.eq(Cat(((o_p * lanes + j < cols) & (o_col + j < c.n)) for j in range(lanes))),
+            self.spad.wr_mask.eq(Cat(((o_p * lanes + j < group * cols) & (o_col + j < c.n))
+                                     for j in range(lanes))),
             *[self.spad.wr_data[j].eq(wr_lane[j]) for j in range(lanes)],
         ]
+
         def start_tile(base, col):
             """The writer's addresses at the first beat of a tile whose element (0, 0) is at word
             ``base``, column ``col`` of the result."""
             return [o_tile_base.eq(base), o_beat_base.eq(base), o_row_addr.eq(base), o_addr.eq(base),
                     o_beat_col.eq(col), o_col.eq(col)]
 
-        beat_done = (o_r == rows - 1) & (o_p == parts - 1)
-        m.d.comb += mac.o.ready.eq(beat_done)
-        with m.If(mac.o.valid):
-            with m.If(o_p != parts - 1):
+        with m.If(writing):
+            with m.If(o_p != wparts - 1):
                 m.d.sync += [o_p.eq(o_p + 1), o_addr.eq(o_addr + lanes), o_col.eq(o_col + lanes)]
             with m.Elif(o_r != rows - 1):
                 m.d.sync += [o_p.eq(0), o_r.eq(o_r + 1), o_row_addr.eq(o_row_addr + c.n),
                              o_addr.eq(o_row_addr + c.n), o_col.eq(o_beat_col)]
-            with m.Elif(o_s != slots - 1):
-                m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(o_s + 1),
-                             o_beat_base.eq(o_beat_base + cols), o_row_addr.eq(o_beat_base + cols),
-                             o_addr.eq(o_beat_base + cols),
-                             o_beat_col.eq(o_beat_col + cols), o_col.eq(o_beat_col + cols)]
-            with m.Else():                          # the tile's last beat
+            with m.Elif(o_s != slots - group):
+                m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(o_s + group),
+                             o_beat_base.eq(o_beat_base + group * cols),
+                             o_row_addr.eq(o_beat_base + group * cols), o_addr.eq(o_beat_base + group * cols),
+                             o_beat_col.eq(o_beat_col + group * cols), o_col.eq(o_beat_col + group * cols)]
+            with m.Else():                          # the tile's last group
                 m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(0), tiles_written.eq(tiles_written + 1)]
-                with m.If(stationary & (o_mt_row + rows >= c.m)):     # the N-tile's last M-tile
+                with m.If(n_outer & (o_mt_row + rows >= c.m)):        # the N-tile's last M-tile
                     m.d.sync += [o_mt_row.eq(0), o_n0.eq(o_n0 + tile_cols), o_mrow_base.eq(c.dst),
                                  *start_tile(c.dst + o_n0 + tile_cols, o_n0 + tile_cols)]
-                with m.Elif(stationary):                                # the next M-tile
+                with m.Elif(n_outer):                                   # the next M-tile
                     next_row = o_mrow_base + c.n * rows
                     m.d.sync += [o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
                                  *start_tile(next_row + o_n0, o_n0)]
@@ -395,6 +497,11 @@ class GemmEngine(wiring.Component):
 
         # -- control --------------------------------------------------------------------------------
         status = self.ctl.resp.payload.status
+        cmd_pending = Signal()                      # a tile's command the array has not taken yet
+        m.d.comb += [mac.cmd.valid.eq(cmd_pending), mac.cmd.payload.blocks.eq(kb),
+                     mac.cmd.payload.has_c.eq(0)]
+        with m.If(mac.cmd.ready):
+            m.d.sync += cmd_pending.eq(0)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.ctl.cmd.ready.eq(1)
@@ -419,19 +526,17 @@ class GemmEngine(wiring.Component):
                     m.next = "RESPOND"
                 with m.Else():
                     if bdepth:
-                        m.d.sync += [stationary.eq(kb * slots <= bdepth), n_beats.eq(kb * slots)]
+                        m.d.sync += [stationary.eq(kb * slots <= bdepth), n_beats.eq(kb * slots),
+                                     resident.eq(resident_need <= bdepth * cols), b_w.eq(0)]
                     m.d.sync += [quantizing.eq(1), q_addr.eq(c.src), q_part.eq(0), q_issued.eq(0),
                                  q_written.eq(0),
-                                 mt_row.eq(0), n0.eq(0), a_base.eq(0), wt_off.eq(0),
+                                 mt_row.eq(0), n0.eq(0), wt_off.eq(0),
+                                 a_on.eq(1), a_stop.eq(0), a_tiles.eq(0), a_kk.eq(0), a_mrow.eq(0),
+                                 a_n0.eq(0), a_ptr.eq(0),
                                  tiles_fed.eq(0), tiles_written.eq(0),
                                  o_mt_row.eq(0), o_n0.eq(0), o_s.eq(0), o_r.eq(0), o_p.eq(0),
                                  o_mrow_base.eq(c.dst), *start_tile(c.dst, 0)]
-                    m.next = "QUANTIZE"
-            with m.State("QUANTIZE"):
-                with m.If(self.werror):
-                    m.d.sync += err.eq(1)
-                with m.If((q_issued == total) & (q_written == total)):
-                    m.d.sync += quantizing.eq(0)
+                    m.d.sync += hold.eq((c.dst < src_end) & (c.src < dst_end))
                     m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.sync += [w_cols.eq(Mux(c.n - n0 >= tile_cols, tile_cols, c.n - n0)),
@@ -443,10 +548,14 @@ class GemmEngine(wiring.Component):
                 # stationary, at the GEMM's first tile (the first M-tile of each N-tile keeps its B
                 # beats in the B buffer, the others replay them); else at each M-tile's first.
                 m.d.sync += [row_bytes.eq(kb_bytes * c.n), skip.eq(full_addr[:2]),
-                             a_kk.eq(0), a_ptr.eq(a_base), b_j.eq(0), b_c.eq(0), b_kk.eq(0),
+                             b_j.eq(0), b_c.eq(0), b_kk.eq(0),
                              replay.eq(stationary & (mt_row != 0))]
                 if bdepth:
-                    m.d.sync += [b_w.eq(0), r_issued.eq(0)]
+                    m.d.sync += r_issued.eq(0)
+                    with m.If(~resident):           # resident: the N-tiles one after the other
+                        m.d.sync += b_w.eq(0)
+                    with m.If(~resident | (n0 == 0)):
+                        m.d.sync += r_addr.eq(0)
                 with m.If((n0 == 0) & (~stationary | (mt_row == 0))):
                     m.next = "REQUEST"
                 with m.Else():
@@ -460,31 +569,48 @@ class GemmEngine(wiring.Component):
                 with m.If(self.wreq.ready):
                     m.d.sync += [ucount.eq(0), ub.eq(0), first_beat.eq(1), seen_last.eq(0)]
                     m.next = "COMMAND"
-            with m.State("COMMAND"):
-                m.d.comb += [mac.cmd.valid.eq(1), mac.cmd.payload.blocks.eq(kb), mac.cmd.payload.has_c.eq(0)]
-                with m.If(mac.cmd.ready):
-                    m.d.sync += [tiles_fed.eq(tiles_fed + 1), streaming.eq(1)]
+            with m.State("COMMAND"):              # the tile's command waits for the array, not we
+                with m.If(~cmd_pending | mac.cmd.ready):
+                    m.d.sync += [cmd_pending.eq(1), tiles_fed.eq(tiles_fed + 1), streaming.eq(1)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 with m.If(self.werror):
                     m.d.sync += err.eq(1)
+                if bdepth:
+                    # A replayed tile followed by another replayed one: the next tile's buffer reads
+                    # follow its last one without a gap (N-outer: the next M-tile of the N-tile;
+                    # resident: the next tile of any but the first M-tile).
+                    chain = read & (r_issued == n_beats - 1) & ~err & ~self.werror & \
+                        (~cmd_pending | mac.cmd.ready)
+                    last_n = n0 + tile_cols >= c.n
+                    last_m = mt_row + rows >= c.m
+                    with m.If(chain & ((n_outer & ~last_m) | (resident & ~(last_n & last_m)))):
+                        m.d.sync += [r_issued.eq(0), cmd_pending.eq(1), tiles_fed.eq(tiles_fed + 1)]
+                        with m.If(n_outer | last_n):
+                            m.d.sync += mt_row.eq(mt_row + rows)
+                        with m.If(n_outer):             # the same N-tile's beats again
+                            m.d.sync += r_addr.eq(0)
+                        with m.If(resident & last_n):
+                            m.d.sync += [n0.eq(0), wt_off.eq(0), r_addr.eq(0)]
+                        with m.Elif(resident):
+                            m.d.sync += [n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)]
                 with m.If(tile_fed):
                     m.d.sync += streaming.eq(0)
                     m.next = "NEXT"
             with m.State("NEXT"):
                 last_n = n0 + tile_cols >= c.n
                 last_m = mt_row + rows >= c.m
-                with m.If(stationary & last_m):
-                    m.d.sync += [mt_row.eq(0), a_base.eq(0), n0.eq(n0 + tile_cols),
+                with m.If(n_outer & last_m):
+                    m.d.sync += [mt_row.eq(0), n0.eq(n0 + tile_cols),
                                  wt_off.eq(wt_off + kb_bytes * tile_cols)]
-                with m.Elif(stationary):
-                    m.d.sync += [mt_row.eq(mt_row + rows), a_base.eq(a_base + kb * rows)]
+                with m.Elif(n_outer):
+                    m.d.sync += mt_row.eq(mt_row + rows)
                 with m.Elif(last_n):
-                    m.d.sync += [n0.eq(0), wt_off.eq(0), mt_row.eq(mt_row + rows),
-                                 a_base.eq(a_base + kb * rows)]
+                    m.d.sync += [n0.eq(0), wt_off.eq(0), mt_row.eq(mt_row + rows)]
                 with m.Else():
                     m.d.sync += [n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)]
                 with m.If(err | self.werror):
+                    m.d.sync += a_stop.eq(1)
                     m.next = "FLUSH"
                 with m.Elif(last_n & last_m):
                     m.next = "DRAIN"
@@ -496,8 +622,12 @@ class GemmEngine(wiring.Component):
                     m.d.sync += seen_last.eq(1)
                     m.next = "DRAIN"
             with m.State("DRAIN"):                  # the results of the last tiles are written
-                with m.If(tiles_written == tiles_fed):
+                with m.If((tiles_written == tiles_fed) & ~quantizing & ~a_busy & ~a_tag_valid):
                     m.d.sync += status.eq(Mux(err | self.werror, Status.BUS_ERROR, Status.OK))
+                    m.next = "PURGE"
+            with m.State("PURGE"):                  # after an error: A beats of tiles never issued
+                m.d.comb += purge.eq(1)
+                with m.If(afifo.level == 0):
                     m.next = "RESPOND"
             with m.State("RESPOND"):
                 m.d.comb += self.ctl.resp.valid.eq(1)

@@ -91,8 +91,8 @@ class Scratchpad(wiring.Component):
 
         # Row-port rotation: lane j <-> bank (addr + j) % lanes.
         wide = self.wide
-        rd_rot = Signal(range(lanes))                 # rd_addr % lanes of the read in flight
-        word_bank = Signal(range(lanes))              # bank of the word read in flight
+        rd_rot = Signal(range(max(2, lanes)))         # rd_addr % lanes of the read in flight
+        word_bank = Signal(range(max(2, lanes)))      # bank of the word read in flight
         with m.If(wide.rd_en):
             m.d.sync += rd_rot.eq(wide.rd_addr[:shift] if shift else 0)
         with m.If(w_rd_en):
