@@ -119,7 +119,7 @@ class GemmEngine(wiring.Component):
 
     Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), the B buffer
     (``weight_buffer_beats`` words of ``136 cols`` bits, block RAM; none when 0), an A FIFO of 3
-    beats and a B FIFO of ``max(3, interleave)`` beats (``rows`` and ``cols`` blocks of 136 bits),
+    beats and a B FIFO of ``2 interleave`` beats (``rows`` and ``cols`` blocks of 136 bits),
     the byte unpacker (``34 per + data_bytes`` bytes), the result group registers (``(2 group -
     1) rows cols`` words), the quantizer (E2M1 only) and the MAC array.
 
@@ -128,16 +128,19 @@ class GemmEngine(wiring.Component):
     A fault is answered 2 or 3 cycles after the command. A GEMM takes 3 cycles of checks; then
     the quantizer reads ``m * k / min(lanes, 32)`` cycles (one row-port read a cycle), and the
     tiles follow it: streamed B beats at the weight port's rate (a beat needs ``17 * cols``
-    bytes), replayed ones at the array's one a cycle, about 4 cycles of set-up per streamed tile;
-    the result writes keep up with the array when ``lanes >= cols``. The last tile's results
-    leave after the array's latency. Measured in the Amaranth simulator with weight data every
-    cycle (``tests/rtl/tile/test_gemm_engine.py`` checks the first three): rows 2, cols 2,
+    bytes), replayed ones at the array's one a cycle, each tile's beats right after the previous
+    one's except where the order turns (a new N-tile when N-outer, the first replayed tile:
+    about 4 cycles of set-up); the result writes keep up with the array when ``lanes >= cols``.
+    The last tile's results leave after the array's latency. Measured in the Amaranth simulator
+    with weight data every cycle (``tests/rtl/tile/test_gemm_engine.py`` checks the first three):
+    rows 2, cols 2,
     interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 97 cycles, ``2, 96,
-    9`` (1 x 3 tiles) 127 cycles; the default array (4 x 4, interleave 8, lanes 8), 8-byte beats:
-    ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 205 cycles; 32-byte beats,
-    prefill shapes of 64 rows (``benchmarks/results/tile.md``): MAC array busy 86 % of the
-    cycles of ``64, 64, 128`` and 85 % of ``64, 128, 64``. A bus error ends the run at the next
-    tile boundary, after the rest of the request's beats are dropped.
+    9`` (1 x 3 tiles) 113 cycles; the default array (4 x 4, interleave 8, lanes 8), 8-byte beats:
+    ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 197 cycles; 32-byte beats,
+    prefill shapes of 64 rows (``benchmarks/results/gemm_engine.md``): MAC array busy 88.5 % of
+    the cycles of ``64, 64, 128`` and 86.7 % of ``64, 128, 64`` (98 % on the 2x2 tile of
+    ``benchmarks/tile.py``). A bus error ends the run at the next tile boundary, after the rest of
+    the request's beats are dropped.
     """
 
     def __init__(self, config: TileConfig | None = None, *, data_bytes=8, mac_mapping=LUT_PRODUCTS):
@@ -182,7 +185,7 @@ class GemmEngine(wiring.Component):
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
         m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=3)
         purge = Signal()                            # empty the A FIFO (after a bus error)
-        bfifo_depth = max(3, slots)
+        bfifo_depth = 2 * slots                     # a k-block streaming in while one drains
         m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=bfifo_depth)
         bdepth = cfg.weight_buffer_beats
         if bdepth:                                  # the B buffer: one N-tile's B beats, kept
@@ -594,6 +597,19 @@ class GemmEngine(wiring.Component):
                             m.d.sync += [n0.eq(0), wt_off.eq(0), r_addr.eq(0)]
                         with m.Elif(resident):
                             m.d.sync += [n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)]
+                # A streamed tile followed by the next N-tile of the same request (every tile of
+                # an M-row without a B buffer, of the first M-row when resident, of a one-M-tile
+                # GEMM N-outer): the next tile's blocks follow its last one without a gap.
+                next_n0 = n0 + tile_cols
+                with m.If(~replay & place & (b_j == tile_cols - per) & (b_kk == kb - 1) & (next_n0 < c.n)
+                          & (~n_outer | (mt_row + rows >= c.m)) & ~err & ~self.werror
+                          & (~cmd_pending | mac.cmd.ready)):
+                    m.d.sync += [b_kk.eq(0), n0.eq(next_n0), wt_off.eq(wt_off + kb_bytes * tile_cols),
+                                 w_cols.eq(Mux(c.n - next_n0 >= tile_cols, tile_cols, c.n - next_n0)),
+                                 cmd_pending.eq(1), tiles_fed.eq(tiles_fed + 1)]
+                    if bdepth:
+                        with m.If(n_outer):         # the next N-tile's beats from the buffer's start
+                            m.d.sync += b_w.eq(0)
                 with m.If(tile_fed):
                     m.d.sync += streaming.eq(0)
                     m.next = "NEXT"
