@@ -18,6 +18,20 @@ EQUIVALENT = {
             "otherwise only on the branch taken when skid_valid is 0; so holding o.valid instead of setting "
             "it to 1 changes nothing",
     },
+    "rtl/common/xorshift.py": {
+        ("xorshift64_next", "(b ^ (b << 17))[:64]", "(b ^ (b << 17))[:65]"):
+            "bit 64 of the wider result is dropped where it is used: both users assign it to a 64-bit "
+            "signal (the generator's and the checker's r)",
+        ("start_state", "Const(key, 64)", "Const(key, 65)"):
+            "key is masked to 64 bits before, so the wider constant has the same value and a zero bit 64",
+        ("start_state", "(mixed_seed ^ Const(key, 64))[:64]", "(mixed_seed ^ Const(key, 64))[:65]"):
+            "mixed_seed is 64 bits and the key below 2**64: bit 64 of the XOR is 0, so s, s == 0 and the "
+            "result are unchanged (the result is assigned to a 64-bit state)",
+        ("start_state", "s | Const(key, 64) & (s == 0).replicate(64)",
+         "s ^ Const(key, 64) & (s == 0).replicate(64)"):
+            "the masked key is non-zero only where s is zero, and then s | k = s ^ k = k; elsewhere it is "
+            "zero and s | 0 = s ^ 0 = s",
+    },
     "rtl/vpu/grid_sum.py": {
         ("GridSum.elaborate", "lanes + 1", "lanes + 2"):
             "a wider lane counter: it counts 0 .. lanes-1 in either width",

@@ -91,8 +91,9 @@ OVERRIDES = {
         fast=("tests/rtl/common/test_credited_buffer.py", "tests/rtl/kv/test_kv_cache.py"),
         cocotb=_KV_COCOTB, note="through CreditedBuffer and KvCache"),
     "rtl/common/xorshift.py": _Override(
-        fast=("tests/rtl/noc/test_traffic.py",), cocotb=("tests/rtl/noc/test_traffic_mesh_cocotb.py",),
-        note="through the traffic generator and checker"),
+        fast=("tests/rtl/common/test_xorshift.py", "tests/rtl/noc/test_traffic.py"),
+        cocotb=("tests/rtl/noc/test_traffic_mesh_cocotb.py",),
+        note="its own unit test, and through the traffic generator and checker"),
     "rtl/kv/command_engine.py": _Override(fast=("tests/rtl/kv/test_kv_cache.py",), cocotb=_KV_COCOTB,
                                           note="through KvCache"),
     "rtl/kv/read_engine.py": _Override(fast=("tests/rtl/kv/test_kv_cache.py",), cocotb=_KV_COCOTB,
