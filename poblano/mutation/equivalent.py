@@ -18,6 +18,12 @@ EQUIVALENT = {
             "otherwise only on the branch taken when skid_valid is 0; so holding o.valid instead of setting "
             "it to 1 changes nothing",
     },
+    "rtl/common/credited_buffer.py": {
+        ("CreditedBuffer.elaborate", "depth + 1", "depth + 2"):
+            "a wider stored-entry counter: it holds 0 .. depth in either width while the writer keeps "
+            "the credit contract; it could count past depth only after a write into a full buffer, which "
+            "breaks the contract (overflow rises and stays, the contents are lost) in either width",
+    },
     "rtl/common/xorshift.py": {
         ("xorshift64_next", "(b ^ (b << 17))[:64]", "(b ^ (b << 17))[:65]"):
             "bit 64 of the wider result is dropped where it is used: both users assign it to a 64-bit "

@@ -119,7 +119,7 @@ class GemmEngine(wiring.Component):
 
     Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), the B buffer
     (``weight_buffer_beats`` words of ``136 cols`` bits, block RAM; none when 0), an A FIFO of 3
-    beats and a B FIFO of ``2 interleave`` beats (``rows`` and ``cols`` blocks of 136 bits),
+    beats and a B FIFO of ``max(3, interleave)`` beats (``rows`` and ``cols`` blocks of 136 bits),
     the byte unpacker (``34 per + data_bytes`` bytes), the result group registers (``(2 group -
     1) rows cols`` words), the quantizer (E2M1 only) and the MAC array.
 
@@ -135,10 +135,10 @@ class GemmEngine(wiring.Component):
     with weight data every cycle (``tests/rtl/tile/test_gemm_engine.py`` checks the first three):
     rows 2, cols 2,
     interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 97 cycles, ``2, 96,
-    9`` (1 x 3 tiles) 113 cycles; the default array (4 x 4, interleave 8, lanes 8), 8-byte beats:
+    9`` (1 x 3 tiles) 117 cycles; the default array (4 x 4, interleave 8, lanes 8), 8-byte beats:
     ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 197 cycles; 32-byte beats,
-    prefill shapes of 64 rows (``benchmarks/results/gemm_engine.md``): MAC array busy 88.5 % of
-    the cycles of ``64, 64, 128`` and 86.7 % of ``64, 128, 64`` (98 % on the 2x2 tile of
+    prefill shapes of 64 rows (``benchmarks/results/gemm_engine.md``): MAC array busy 86.7 % of
+    the cycles of ``64, 64, 128`` and 85.0 % of ``64, 128, 64`` (95 % on the 2x2 tile of
     ``benchmarks/tile.py``). A bus error ends the run at the next tile boundary, after the rest of
     the request's beats are dropped.
     """
@@ -185,7 +185,7 @@ class GemmEngine(wiring.Component):
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
         m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=3)
         purge = Signal()                            # empty the A FIFO (after a bus error)
-        bfifo_depth = 2 * slots                     # a k-block streaming in while one drains
+        bfifo_depth = max(3, slots)
         m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=bfifo_depth)
         bdepth = cfg.weight_buffer_beats
         if bdepth:                                  # the B buffer: one N-tile's B beats, kept
