@@ -133,10 +133,10 @@ class GemmEngine(wiring.Component):
     about 4 cycles of set-up); the result writes keep up with the array when ``lanes >= cols``.
     The last tile's results leave after the array's latency. Measured in the Amaranth simulator
     with weight data every cycle (``tests/rtl/tile/test_gemm_engine.py`` checks the first three):
-    rows 2, cols 2,
-    interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 97 cycles, ``2, 96,
-    9`` (1 x 3 tiles) 117 cycles; the default array (4 x 4, interleave 8, lanes 8), 8-byte beats:
-    ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 197 cycles; 32-byte beats,
+    rows 2, cols 2, interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles)
+    97 cycles, ``2, 96, 9`` (1 x 3 tiles) 117 cycles; the default array (4 x 4, interleave 8,
+    lanes 8), 8-byte beats: ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 197
+    cycles; 32-byte beats,
     prefill shapes of 64 rows (``benchmarks/results/gemm_engine.md``): MAC array busy 86.7 % of
     the cycles of ``64, 64, 128`` and 85.0 % of ``64, 128, 64`` (95 % on the 2x2 tile of
     ``benchmarks/tile.py``). A bus error ends the run at the next tile boundary, after the rest of
