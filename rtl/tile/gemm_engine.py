@@ -35,6 +35,22 @@ BLOCK_BYTES = 17
 _E2M1 = FORMATS.index("e2m1")
 
 
+def _step_tiles(m, n_outer, last_m, last_n, *, next_n_tile, next_m_tile, next_row, next_col):
+    """The step from one tile to the next, as the tile loop, the A reader and the result writer each
+    take it (each with its own position): N-outer, the N-tile's M-tiles one after the other, then
+    (``next_n_tile``, after the last M-tile) the next N-tile from the first M-tile; M-outer, the
+    M-tile's N-tiles, then (``next_row``) the next M-tile from the first N-tile. Each argument is
+    the list of ``sync`` updates of its case."""
+    with m.If(n_outer & last_m):
+        m.d.sync += next_n_tile
+    with m.Elif(n_outer):
+        m.d.sync += next_m_tile
+    with m.Elif(last_n):
+        m.d.sync += next_row
+    with m.Else():
+        m.d.sync += next_col
+
+
 class GemmEngine(wiring.Component):
     """Runs one ``GEMM``: the checks of ``docs/tile_isa.md`` in the ISS's order, then the MAC array.
 
@@ -119,9 +135,9 @@ class GemmEngine(wiring.Component):
 
     Resources: the A buffer (``spad_words / 32`` words of 136 bits, block RAM), the B buffer
     (``weight_buffer_beats`` words of ``136 cols`` bits, block RAM; none when 0), an A FIFO of 3
-    beats and a B FIFO of ``max(3, interleave)`` beats (``rows`` and ``cols`` blocks of 136 bits),
-    the byte unpacker (``34 per + data_bytes`` bytes), the result group registers (``(2 group -
-    1) rows cols`` words), the quantizer (E2M1 only) and the MAC array.
+    beats and a B FIFO of ``2 interleave`` beats, two k-blocks (``rows`` and ``cols`` blocks of
+    136 bits), the byte unpacker (``34 per + data_bytes`` bytes), the result group registers
+    (``(2 group - 1) rows cols`` words), the quantizer (E2M1 only) and the MAC array.
 
     Timing
     ------
@@ -133,14 +149,14 @@ class GemmEngine(wiring.Component):
     about 4 cycles of set-up); the result writes keep up with the array when ``lanes >= cols``.
     The last tile's results leave after the array's latency. Measured in the Amaranth simulator
     with weight data every cycle (``tests/rtl/tile/test_gemm_engine.py`` checks the first three):
-    rows 2, cols 2, interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles)
-    97 cycles, ``2, 96, 9`` (1 x 3 tiles) 117 cycles; the default array (4 x 4, interleave 8,
-    lanes 8), 8-byte beats: ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 197
-    cycles; 32-byte beats,
-    prefill shapes of 64 rows (``benchmarks/results/gemm_engine.md``): MAC array busy 86.7 % of
-    the cycles of ``64, 64, 128`` and 85.0 % of ``64, 128, 64`` (95 % on the 2x2 tile of
-    ``benchmarks/tile.py``). A bus error ends the run at the next tile boundary, after the rest of
-    the request's beats are dropped.
+    rows 2, cols 2, interleave 2, lanes 4, 8-byte beats: ``m, k, n = 3, 64, 6`` (2 x 2 tiles) 97
+    cycles, ``2, 96, 9`` (1 x 3 tiles) 113 cycles; the default array (4 x 4, interleave 8, lanes
+    8), 8-byte beats: ``5, 32, 40`` (2 x 2 tiles, 1,360 weight bytes streamed once) 197 cycles;
+    32-byte beats, prefill shapes of 64 rows (``benchmarks/results/gemm_engine.md``): MAC array
+    busy 88.5 % of the cycles of ``64, 64, 128`` and 86.7 % of ``64, 128, 64`` (98 % on the 2x2
+    tile of ``benchmarks/tile.py``), decode shapes 1.10 to 1.48 times their weight stream. A bus
+    error ends the run at the next tile boundary, after the rest of the request's beats are
+    dropped.
     """
 
     def __init__(self, config: TileConfig | None = None, *, data_bytes=8, mac_mapping=LUT_PRODUCTS):
@@ -185,7 +201,7 @@ class GemmEngine(wiring.Component):
         m.d.comb += ab_rd.en.eq(0)                  # read only when asked (en resets to 1)
         m.submodules.afifo = afifo = SyncFIFOBuffered(width=rows * block_bits, depth=3)
         purge = Signal()                            # empty the A FIFO (after a bus error)
-        bfifo_depth = max(3, slots)
+        bfifo_depth = 2 * slots                     # a k-block streaming in while one drains
         m.submodules.bfifo = bfifo = SyncFIFOBuffered(width=cols * block_bits, depth=bfifo_depth)
         bdepth = cfg.weight_buffer_beats
         if bdepth:                                  # the B buffer: one N-tile's B beats, kept
@@ -267,6 +283,8 @@ class GemmEngine(wiring.Component):
         skip = Signal(2)
         tiles_fed = Signal(32)
         tiles_written = Signal(32)
+        last_n = n0 + tile_cols >= c.n              # the tile loop's N-tile is the request's last
+        last_m = mt_row + rows >= c.m               # its M-tile is the last
 
         # A beats: rows blocks read from the A buffer, one per cycle, then into the A FIFO. The A
         # reader walks the tiles in the order the tile loop below does, on its own: the next tile's
@@ -299,15 +317,13 @@ class GemmEngine(wiring.Component):
                 a_last_n = a_n0 + tile_cols >= c.n
                 next_mrow = a_ptr + 1 + a_span      # A-buffer index of row a_mrow + rows, block 0
                 m.d.sync += [a_kk.eq(0), a_tiles.eq(a_tiles + 1)]
-                with m.If(n_outer & a_last_m):
-                    m.d.sync += [a_mrow.eq(0), a_ptr.eq(0), a_n0.eq(a_n0 + tile_cols), a_on.eq(~a_last_n)]
-                with m.Elif(n_outer):
-                    m.d.sync += [a_mrow.eq(a_mrow + rows), a_ptr.eq(next_mrow)]
-                with m.Elif(a_last_n):
-                    m.d.sync += [a_n0.eq(0), a_mrow.eq(a_mrow + rows), a_ptr.eq(next_mrow),
-                                 a_on.eq(~a_last_m)]
-                with m.Else():
-                    m.d.sync += [a_n0.eq(a_n0 + tile_cols), a_ptr.eq(a_ptr + 1 - kb)]
+                _step_tiles(m, n_outer, a_last_m, a_last_n,
+                            next_n_tile=[a_mrow.eq(0), a_ptr.eq(0), a_n0.eq(a_n0 + tile_cols),
+                                         a_on.eq(~a_last_n)],
+                            next_m_tile=[a_mrow.eq(a_mrow + rows), a_ptr.eq(next_mrow)],
+                            next_row=[a_n0.eq(0), a_mrow.eq(a_mrow + rows), a_ptr.eq(next_mrow),
+                                      a_on.eq(~a_last_m)],
+                            next_col=[a_n0.eq(a_n0 + tile_cols), a_ptr.eq(a_ptr + 1 - kb)])
         m.d.sync += a_tag_valid.eq(a_busy)
         with m.If(a_busy):
             m.d.comb += [ab_rd.addr.eq(a_rd), ab_rd.en.eq(1)]
@@ -393,9 +409,8 @@ class GemmEngine(wiring.Component):
         m.d.comb += [after.eq(ucount - taken * BLOCK_BYTES), drop.eq(Mux(first_beat, skip, 0))]
         # Between the N-tiles of one request the unpacker keeps its bytes; after the last N-tile
         # it drops the request's padding up to its last beat.
-        row_end = n0 + tile_cols >= c.n
         m.d.comb += self.wdata.ready.eq(streaming & ~replay & ~seen_last &
-                                        Mux(b_done, row_end, after + db - drop <= cap))
+                                        Mux(b_done, last_n, after + db - drop <= cap))
         accept = self.wdata.valid & self.wdata.ready
         shifted = Array(ub >> (i * block_bits) for i in range(per + 1))[taken]
         incoming = self.wdata.payload.data >> Cat(Const(0, 3), drop)
@@ -406,7 +421,7 @@ class GemmEngine(wiring.Component):
         with m.Elif(taken != 0):
             m.d.sync += [ub.eq(shifted), ucount.eq(after)]
 
-        tile_fed = b_fed & (seen_last | ~row_end)
+        tile_fed = b_fed & (seen_last | ~last_n)
 
         # -- phase 3: result beats -> destination rows ----------------------------------------------
         # ``group`` consecutive result beats of a tile (columns s*cols .. (s+group)*cols - 1) are
@@ -483,20 +498,16 @@ class GemmEngine(wiring.Component):
                              o_beat_col.eq(o_beat_col + group * cols), o_col.eq(o_beat_col + group * cols)]
             with m.Else():                          # the tile's last group
                 m.d.sync += [o_p.eq(0), o_r.eq(0), o_s.eq(0), tiles_written.eq(tiles_written + 1)]
-                with m.If(n_outer & (o_mt_row + rows >= c.m)):        # the N-tile's last M-tile
-                    m.d.sync += [o_mt_row.eq(0), o_n0.eq(o_n0 + tile_cols), o_mrow_base.eq(c.dst),
-                                 *start_tile(c.dst + o_n0 + tile_cols, o_n0 + tile_cols)]
-                with m.Elif(n_outer):                                   # the next M-tile
-                    next_row = o_mrow_base + c.n * rows
-                    m.d.sync += [o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
-                                 *start_tile(next_row + o_n0, o_n0)]
-                with m.Elif(o_n0 + tile_cols >= c.n):
-                    next_row = o_mrow_base + c.n * rows
-                    m.d.sync += [o_n0.eq(0), o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
-                                 *start_tile(next_row, 0)]
-                with m.Else():
-                    m.d.sync += [o_n0.eq(o_n0 + tile_cols),
-                                 *start_tile(o_tile_base + tile_cols, o_n0 + tile_cols)]
+                next_row = o_mrow_base + c.n * rows     # word of the next M-tile's first row
+                _step_tiles(m, n_outer, o_mt_row + rows >= c.m, o_n0 + tile_cols >= c.n,
+                            next_n_tile=[o_mt_row.eq(0), o_n0.eq(o_n0 + tile_cols), o_mrow_base.eq(c.dst),
+                                         *start_tile(c.dst + o_n0 + tile_cols, o_n0 + tile_cols)],
+                            next_m_tile=[o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
+                                         *start_tile(next_row + o_n0, o_n0)],
+                            next_row=[o_n0.eq(0), o_mt_row.eq(o_mt_row + rows), o_mrow_base.eq(next_row),
+                                      *start_tile(next_row, 0)],
+                            next_col=[o_n0.eq(o_n0 + tile_cols),
+                                      *start_tile(o_tile_base + tile_cols, o_n0 + tile_cols)])
 
         # -- control --------------------------------------------------------------------------------
         status = self.ctl.resp.payload.status
@@ -585,8 +596,6 @@ class GemmEngine(wiring.Component):
                     # resident: the next tile of any but the first M-tile).
                     chain = read & (r_issued == n_beats - 1) & ~err & ~self.werror & \
                         (~cmd_pending | mac.cmd.ready)
-                    last_n = n0 + tile_cols >= c.n
-                    last_m = mt_row + rows >= c.m
                     with m.If(chain & ((n_outer & ~last_m) | (resident & ~(last_n & last_m)))):
                         m.d.sync += [r_issued.eq(0), cmd_pending.eq(1), tiles_fed.eq(tiles_fed + 1)]
                         with m.If(n_outer | last_n):
@@ -601,8 +610,8 @@ class GemmEngine(wiring.Component):
                 # an M-row without a B buffer, of the first M-row when resident, of a one-M-tile
                 # GEMM N-outer): the next tile's blocks follow its last one without a gap.
                 next_n0 = n0 + tile_cols
-                with m.If(~replay & place & (b_j == tile_cols - per) & (b_kk == kb - 1) & (next_n0 < c.n)
-                          & (~n_outer | (mt_row + rows >= c.m)) & ~err & ~self.werror
+                with m.If(~replay & place & (b_j == tile_cols - per) & (b_kk == kb - 1) & ~last_n
+                          & (~n_outer | last_m) & ~err & ~self.werror
                           & (~cmd_pending | mac.cmd.ready)):
                     m.d.sync += [b_kk.eq(0), n0.eq(next_n0), wt_off.eq(wt_off + kb_bytes * tile_cols),
                                  w_cols.eq(Mux(c.n - next_n0 >= tile_cols, tile_cols, c.n - next_n0)),
@@ -614,17 +623,12 @@ class GemmEngine(wiring.Component):
                     m.d.sync += streaming.eq(0)
                     m.next = "NEXT"
             with m.State("NEXT"):
-                last_n = n0 + tile_cols >= c.n
-                last_m = mt_row + rows >= c.m
-                with m.If(n_outer & last_m):
-                    m.d.sync += [mt_row.eq(0), n0.eq(n0 + tile_cols),
-                                 wt_off.eq(wt_off + kb_bytes * tile_cols)]
-                with m.Elif(n_outer):
-                    m.d.sync += mt_row.eq(mt_row + rows)
-                with m.Elif(last_n):
-                    m.d.sync += [n0.eq(0), wt_off.eq(0), mt_row.eq(mt_row + rows)]
-                with m.Else():
-                    m.d.sync += [n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)]
+                _step_tiles(m, n_outer, last_m, last_n,
+                            next_n_tile=[mt_row.eq(0), n0.eq(n0 + tile_cols),
+                                         wt_off.eq(wt_off + kb_bytes * tile_cols)],
+                            next_m_tile=[mt_row.eq(mt_row + rows)],
+                            next_row=[n0.eq(0), wt_off.eq(0), mt_row.eq(mt_row + rows)],
+                            next_col=[n0.eq(n0 + tile_cols), wt_off.eq(wt_off + kb_bytes * tile_cols)])
                 with m.If(err | self.werror):
                     m.d.sync += a_stop.eq(1)
                     m.next = "FLUSH"
