@@ -63,16 +63,22 @@ class CompiledModel:
         weights = {f"w:{name}": (s.addr, s.nbytes) for name, s in self.image.symbols.items()}
         return plan.symbols() | weights
 
-    def forward(self, tokens: int, open_kv: bool = False, all_logits: bool = False) -> Program:
-        """The program of a forward pass over ``tokens`` tokens (prefill: ``open_kv=True``)."""
+    def forward(self, tokens: int, open_kv: bool = False, all_logits: bool = False,
+                attention: bool = True) -> Program:
+        """The program of a forward pass over ``tokens`` tokens (prefill: ``open_kv=True``).
+
+        ``attention=False`` gives a *KV fill*: every layer appends its K and V but runs no
+        ``ATTN`` (its output projection reads whatever the attention rows hold), so a long
+        context is built at the cost of the GEMMs. Its logits are not the model's: it is for
+        benchmarks that measure a decode step at a long context (``benchmarks/tile.py``)."""
         if not 1 <= tokens <= 4095:
             raise CompileError(f"a forward pass takes 1 to 4095 tokens, got {tokens}")
         if tokens > self.max_context:
             raise CompileError(f"{tokens} tokens exceed the tile's KV capacity of {self.max_context} "
                                f"positions per sequence")
         plan = plan_scratchpad(self.config, tokens, tokens if all_logits else 1, self.tile.spad_words)
-        text = _Lowering(self, plan, tokens, open_kv, all_logits).text()
-        kind = "prefill" if open_kv else "forward"
+        text = _Lowering(self, plan, tokens, open_kv, all_logits, attention).text()
+        kind = ("prefill" if open_kv else "forward") if attention else "kv fill"
         return assemble(text, self.symbols(tokens, all_logits), name=f"{kind} T={tokens}")
 
 
@@ -111,8 +117,10 @@ def compile_model(model, tile: TileConfig | None = None, max_context: int | None
 class _Lowering:
     """Emits the assembly of one forward pass."""
 
-    def __init__(self, compiled: CompiledModel, plan, tokens: int, open_kv: bool, all_logits: bool):
+    def __init__(self, compiled: CompiledModel, plan, tokens: int, open_kv: bool, all_logits: bool,
+                 attention: bool = True):
         self.m = compiled
+        self.attention = attention
         self.c = compiled.config
         self.plan = plan
         self.t = tokens
@@ -196,9 +204,12 @@ class _Lowering:
         self.rope("k", c.num_key_value_heads)
         self.emit(f"KVAPPEND layer={layer} kvh={c.num_key_value_heads} hd={d} count={t} k=s:k v=s:v "
                   f"pos_r=r{R_POS} seq_r=r{R_SEQ}", "K, V -> bf16 records at positions r1..")
-        self.emit(f"ATTN layer={layer} heads={c.num_attention_heads} kvh={c.num_key_value_heads} hd={d} "
-                  f"count={t} dst=s:attn q=s:q pos_r=r{R_POS} seq_r=r{R_SEQ} "
-                  f"scale={_bits(self.m.model.scale)}", "causal GQA over positions 0..r1+i")
+        if self.attention:
+            self.emit(f"ATTN layer={layer} heads={c.num_attention_heads} kvh={c.num_key_value_heads} "
+                      f"hd={d} count={t} dst=s:attn q=s:q pos_r=r{R_POS} seq_r=r{R_SEQ} "
+                      f"scale={_bits(self.m.model.scale)}", "causal GQA over positions 0..r1+i")
+        else:
+            self.lines.append("; (KV fill: no ATTN)")
         self.gemm("s:o", "s:attn", t, qw, h, p + "self_attn.o_proj", "o")
         self.vop("add", h, t, "h += o", dst="s:h", dst_s=h, a="s:h", a_s=h, b="s:o", b_s=h)
         self.rmsnorm(p + "post_attention_layernorm", "s:h", "s:x", t, "x = rmsnorm(h)")

@@ -22,7 +22,7 @@ class TileRunner:
     """A model compiled for ``tile`` and loaded into a fresh instruction-level model.
 
     ``iss`` is the machine (scratchpad, registers, KV cache, counters); ``reports`` the counters of
-    every run so far, each with its ``phase`` (``"prefill"`` or ``"decode"``), ``tokens`` and
+    every run so far, each with its ``phase`` (``"prefill"``, ``"decode"`` or ``"fill"``), ``tokens`` and
     ``position``; ``trace`` what the host did in each run, so another machine (the RTL tile) can
     replay it from the same fresh state: ``ids_addr`` and ``ids`` (written to the scratchpad),
     ``regs``, ``program`` (instructions), ``logits_addr`` and ``logits`` (the binary32 words the
@@ -46,26 +46,30 @@ class TileRunner:
                                f"KV positions, the tile holds {self.compiled.max_context} per sequence")
         self.compiled.symbols(prompt_tokens)          # the prefill's scratchpad plan must fit
 
-    def run(self, token_ids, open_kv: bool, all_logits: bool = False) -> np.ndarray:
-        """Run ``token_ids`` at the current position; returns the logits rows the program leaves."""
+    def run(self, token_ids, open_kv: bool, all_logits: bool = False, attention: bool = True) -> np.ndarray:
+        """Run ``token_ids`` at the current position; returns the logits rows the program leaves.
+
+        ``attention=False``: a KV fill (:meth:`CompiledModel.forward`), phase ``"fill"``: the
+        context grows without attention's cost, and the logits are not the model's."""
         c = self.compiled.config
         ids = transformer.check_tokens(np.asarray(token_ids), c.vocab_size)
         t = len(ids)
         if self.position + t > self.compiled.max_context:
             raise CompileError(f"a context of {self.position + t} positions exceeds the tile's KV "
                                f"capacity of {self.compiled.max_context}")
-        if t == 1 and not open_kv and not all_logits:
+        if t == 1 and not open_kv and not all_logits and attention:
             if self._decode is None:
                 self._decode = self.compiled.forward(1)
             program = self._decode
         else:
-            program = self.compiled.forward(t, open_kv=open_kv, all_logits=all_logits)
+            program = self.compiled.forward(t, open_kv=open_kv, all_logits=all_logits, attention=attention)
         symbols = self.compiled.symbols(t, all_logits)
         self.iss.write_words(symbols["s:ids"][0], ids.astype(np.uint32))
         self.iss.reset_counters()
         regs = {R_POS: self.position, R_SEQ: 0}
         self.iss.run(program.instructions, regs=regs)
-        report = {"phase": "prefill" if open_kv else "decode", "tokens": t, "position": self.position}
+        phase = "fill" if not attention else "prefill" if open_kv else "decode"
+        report = {"phase": phase, "tokens": t, "position": self.position}
         report.update(self.iss.counters())
         self.reports.append(report)
         self.position += t

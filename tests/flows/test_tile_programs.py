@@ -66,6 +66,29 @@ def test_prefill_rows_and_chunks_equal_forward(model):
     assert np.array_equal(_bits(np.concatenate([first, rest])), _bits(expected))
 
 
+def test_kv_fill_appends_kv_without_attention(model):
+    """A KV fill (``attention=False``) is the prefill program without its ATTNs; it appends the same
+    layer-0 K and V as a prefill (later layers' inputs depend on attention), and the context grows."""
+    compiled = compile_model(model)
+    full, fill = compiled.forward(8, open_kv=True), compiled.forward(8, open_kv=True, attention=False)
+    def shape(program):                      # branch targets move with the ATTNs left out
+        return [(i.name, {k: v for k, v in i.fields.items() if k != "target"}) for i in program.instructions]
+    assert [i for i in shape(full) if i[0] != "ATTN"] == shape(fill)
+    assert any(i.name == "ATTN" for i in full.instructions)
+    prefilled, filled = TileRunner(model), TileRunner(model)
+    prefilled.run(PROMPT, open_kv=True)
+    filled.run(PROMPT[:5], open_kv=True, attention=False)
+    filled.run(PROMPT[5:], open_kv=False, attention=False)
+    c = model.config
+    for g in range(c.num_key_value_heads):
+        assert all(np.array_equal(a, b) for a, b in zip(filled.iss.kv_records(g), prefilled.iss.kv_records(g),
+                                                          strict=True))
+    last = (c.num_hidden_layers - 1) * c.num_key_value_heads
+    assert not np.array_equal(filled.iss.kv_records(last)[0], prefilled.iss.kv_records(last)[0])
+    filled.run(PROMPT[:1], open_kv=False)
+    assert [(r["phase"], r["position"]) for r in filled.reports] == [("fill", 0), ("fill", 5), ("decode", 8)]
+
+
 @st.composite
 def _configs(draw):
     kv = draw(st.integers(1, 2))
