@@ -55,3 +55,19 @@ def test_malformed_system_file(capsys, tmp_path):
     bad.write_text("name = 'x'\n[die\n")
     status, _, err = _run(capsys, "--model", "tiny-llama", "--system", str(bad))
     assert status == 2 and "not valid TOML" in err and err.count("\n") == 1
+
+
+def test_plot_writes_a_png(capsys, tmp_path):
+    path = tmp_path / "frontier.png"
+    status, out, err = _run(capsys, "--model", "gpt-oss-120b", "--system", "jalapeno-b0-like",
+                            "--concurrency", "1,16,256", "--objective", "die", "--plot", str(path))
+    assert status == 0 and err == "" and out.startswith("gpt-oss-120b on jalapeno-b0-like")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("name, message", [("missing/f.png", "--plot: no directory"),
+                                           ("f.svg", "--plot writes a PNG")])
+def test_plot_errors(capsys, tmp_path, name, message):
+    status, out, err = _run(capsys, "--model", "tiny-llama", "--system", "poblano-tile", "--plot",
+                            str(tmp_path / name))
+    assert status == 2 and out == "" and message in err and err.count("\n") == 1
