@@ -159,9 +159,10 @@ def instruction_cycles(name, f, regs, tile, head_dim, data_bytes, costs=TILE_COS
     return "other_cycles", costs.branch if name in ("BLT", "BNE") else 0
 
 
-def trace_program(runner, token_ids, open_kv):
-    """Run ``token_ids`` on a :class:`poblano.compiler.TileRunner`'s ISS and return the executed
-    instructions as ``(name, fields, registers)`` plus the ISS's counters of the run."""
+def trace_program(runner, token_ids, open_kv, attention=True):
+    """Run ``token_ids`` on a :class:`poblano.compiler.TileRunner`'s ISS (``TileRunner.run``'s
+    arguments) and return the executed instructions as ``(name, fields, registers)`` plus the
+    ISS's counters of the run."""
     from sim_models.tile_isa import INSTRUCTIONS
 
     iss, executed = runner.iss, []
@@ -176,7 +177,7 @@ def trace_program(runner, token_ids, open_kv):
             return originals[name](f)
         setattr(iss, "_x_" + name, traced)
     try:
-        runner.run(token_ids, open_kv=open_kv)
+        runner.run(token_ids, open_kv=open_kv, attention=attention)
     finally:
         for name in originals:
             delattr(iss, "_x_" + name)

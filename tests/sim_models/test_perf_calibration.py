@@ -1,5 +1,6 @@
 """The tile cost model against every RTL-measured tile run recorded in benchmarks/results/tile.json
-(no RTL simulation: the programs run on the instruction-level model, the cycles come from the JSON)."""
+and tile_long_context.json (no RTL simulation: the programs run on the instruction-level model, the
+cycles come from the JSON)."""
 
 import importlib.util
 import json
@@ -25,30 +26,36 @@ def _benchmark():
     return module
 
 
-predict_recorded = _benchmark().predict_recorded
+_BENCH = _benchmark()
 RUNS = json.loads((ROOT / "benchmarks/results/tile.json").read_text())["runs"]
+LONG_RUNS = json.loads((ROOT / "benchmarks/results/tile_long_context.json").read_text())["runs"]
 
 
 @pytest.fixture(scope="module")
-def rows():
-    return predict_recorded()
+def traced():
+    return _BENCH.trace_recorded()
+
+
+@pytest.fixture(scope="module")
+def rows(traced):
+    return _BENCH.predict_recorded(traced)
 
 
 def test_every_recorded_run_within_10_percent(rows):
-    assert len(rows) == len(RUNS) >= 6
+    assert len(rows) == len(RUNS) + len(LONG_RUNS) >= 10
+    assert max(r["context"] for r in rows) >= 1024
     for r in rows:
         assert abs(r["predicted"]["cycles"] / r["measured"]["cycles"] - 1) <= 0.10, r
         # the attention, which dominates, on its own
         assert abs(r["predicted"]["attn_cycles"] / r["measured"]["attn_cycles"] - 1) <= 0.10, r
 
 
-def test_the_costs_are_not_free(rows, monkeypatch):
+def test_the_costs_are_not_free(traced):
     """A cost model without the attention engine's per-record set costs misses by far: the
     calibration test can fail."""
     cheap = tile_costs.TileCosts(fma_chain=0, vop_row=0, vop_command=0, lat_softmax=0)
-    monkeypatch.setattr(tile_costs, "TILE_COSTS", cheap)
-    monkeypatch.setattr(tile_costs.predict_run, "__defaults__", (cheap,))
-    worst = max(abs(r["predicted"]["cycles"] / r["measured"]["cycles"] - 1) for r in predict_recorded())
+    rows = _BENCH.predict_recorded(traced, cheap)
+    worst = max(abs(r["predicted"]["cycles"] / r["measured"]["cycles"] - 1) for r in rows)
     assert worst > 0.10
 
 
