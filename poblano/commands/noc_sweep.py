@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from poblano.commands import noc
+from poblano.commands._values import comma_separated
 from poblano.errors import UsageError
 
 NAME = "noc-sweep"
@@ -29,10 +30,7 @@ def add_arguments(parser):
 
 
 def parse_rates(text):
-    try:
-        rates = [float(r) for r in text.split(",") if r.strip()]
-    except ValueError:
-        raise UsageError(f"--rates must be comma-separated numbers, not {text!r}") from None
+    rates = comma_separated(text, "--rates", float, skip_empty=True)
     if not rates or any(not 0.0 < r <= 1.0 for r in rates) or rates != sorted(rates):
         raise UsageError(f"--rates must be ascending rates within (0, 1], not {text!r}")
     return rates

@@ -16,6 +16,7 @@ does not fit the system is a one-line error with exit status 2.
 
 import json
 
+from poblano.commands._values import comma_separated
 from poblano.errors import UsageError
 
 NAME = "perf"
@@ -42,10 +43,7 @@ def add_arguments(parser):
 
 
 def _concurrency(text):
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--concurrency must be comma-separated integers, got {text!r}") from None
+    values = comma_separated(text, "--concurrency")
     if any(v < 1 for v in values):
         raise UsageError(f"--concurrency values must be at least 1, got {text!r}")
     return values

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from poblano.commands._values import comma_separated
 from poblano.errors import UsageError
 
 NAME = "run"
@@ -75,11 +76,7 @@ def add_arguments(parser):
 
 
 def _prompt(text):
-    try:
-        ids = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--prompt must be comma-separated integers, got {text!r}") from None
-    return np.array(ids, dtype=np.int64)
+    return np.array(comma_separated(text, "--prompt"), dtype=np.int64)
 
 
 def _tile(args):

@@ -106,22 +106,30 @@ def _fabric(die, bytes_):
     return lat + bytes_ / (die.flit_bytes * die.fabric_clock_hz * min(die.mesh_x, die.mesh_y)), hops
 
 
+def _memory_and_compute(model, die, tp, tokens, kv, flops, context, decode):
+    """(weight bytes, HBM seconds, compute seconds) of a pass of ``tokens`` tokens over a stage of
+    ``tp`` dies: the dense, head and touched-expert weights plus ``kv`` bytes through the HBM;
+    ``flops`` at the peak (roofline dies) or the tile costs (tile dies)."""
+    params = model.dense_params() + model.embedding_params() + \
+        model.moe_layers() * model.experts_touched(tokens) * model.expert_params()
+    weights = params * die.weight_bits / 8
+    hbm = (weights + kv) / (tp * die.hbm_bytes_per_s * die.hbm_efficiency)
+    if die.engine == "roofline":
+        compute = flops / (tp * die.flops * die.mac_efficiency)
+    else:
+        compute = model.layers * _tile_layer_seconds(model, die, tokens, context, decode) / tp
+    return weights, hbm, compute
+
+
 def decode_step(model, system, mapping: Mapping, concurrency, context):
     """(seconds per component, activity) of one decode step of ``concurrency`` sequences at
     ``context`` positions: each pipeline stage runs ``concurrency / pp`` of them."""
     die, links = system.die, system.links
     tp, pp = mapping.tp, mapping.pp
     b = math.ceil(concurrency / pp)
-    wb = die.weight_bits / 8
-    weights = (model.dense_params() + model.embedding_params() +
-               model.moe_layers() * model.experts_touched(b) * model.expert_params()) * wb
     kv = b * model.kv_bytes_read(context, die.kv_bytes_per_element)
-    hbm = (weights + kv) / (tp * die.hbm_bytes_per_s * die.hbm_efficiency)
     flops = b * model.flops_per_token(context)
-    if die.engine == "roofline":
-        compute = flops / (tp * die.flops * die.mac_efficiency)
-    else:
-        compute = model.layers * _tile_layer_seconds(model, die, b, context, True) / tp
+    weights, hbm, compute = _memory_and_compute(model, die, tp, b, kv, flops, context, True)
     act = b * model.hidden * ACT_BYTES
     fab, hops = _fabric(die, act)
     lat, bw = _allreduce(act, tp, links)
@@ -146,16 +154,9 @@ def prefill(model, system, mapping: Mapping, tokens):
     """(seconds, activity) of one request's prefill of ``tokens`` (alone on the mapping's dies)."""
     die, links = system.die, system.links
     tp = mapping.tp
-    wb = die.weight_bits / 8
-    weights = (model.dense_params() + model.embedding_params() +
-               model.moe_layers() * model.experts_touched(tokens) * model.expert_params()) * wb
     kv = model.kv_bytes_stored(tokens, die.kv_bytes_per_element)
-    hbm = (weights + kv) / (tp * die.hbm_bytes_per_s * die.hbm_efficiency)
     flops = model.prefill_flops(tokens)
-    if die.engine == "roofline":
-        compute = flops / (tp * die.flops * die.mac_efficiency)
-    else:
-        compute = model.layers * _tile_layer_seconds(model, die, tokens, tokens, False) / tp
+    weights, hbm, compute = _memory_and_compute(model, die, tp, tokens, kv, flops, tokens, False)
     act = tokens * model.hidden * ACT_BYTES
     fab, hops = _fabric(die, act)
     lat, bw = _allreduce(act, tp, links)
