@@ -38,6 +38,142 @@ EQUIVALENT = {
             "the masked key is non-zero only where s is zero, and then s | k = s ^ k = k; elsewhere it is "
             "zero and s | 0 = s ^ 0 = s",
     },
+    "rtl/mx/layouts.py": {
+        ("row_lane", '{ "valid": 1, "first": 1, "zero_init": 1, "result": 1,…',
+         '{ "valid": 1, "first": 2, "zero_init": 1, "result": 1,…'):
+            "a two-bit first flag: MacArray drives it from the one-bit first_block (top bit 0), the lane "
+            "moves only as a whole between signals of the same layout, and MacPe reads it into its "
+            "one-bit first_d registers: bit 0 is the flag either way",
+        ("row_lane", '…: 1, "first": 1, "zero_init": 1, "result": 1, "result_last": …',
+         '…: 1, "first": 1, "zero_init": 2, "result": 1, "result_last": …'):
+            "a two-bit zero_init flag: driven from the one-bit ~has_c (top bit 0), moved only as part of "
+            "the whole lane, read into MacPe's one-bit zero_init_d registers: bit 0 is the flag either way",
+        ("row_lane", '…, "result": 1, "result_last": 1, "a": operand, "fields": data…',
+         '…, "result": 1, "result_last": 2, "a": operand, "fields": data…'):
+            "a two-bit result_last flag: driven from one-bit flag registers (flags[2] in MacArray and "
+            "MacPe); read as the last field of MacPe's Cat(valid, result, result_last), which the 3-bit "
+            "flags register cuts after its bit 0, and into the result beat's one-bit last",
+    },
+    "rtl/mx/fp32_accumulate.py": {
+        ("Fp32Accumulate.elaborate", '(a_be - t["p_be"])[:11]', '(a_be - t["p_be"])[:12]'):
+            "a_be and p_be are 10-bit signed, so their difference has 11 bits: a slice past the end is cut "
+            "at the width (Python slice semantics), [:12] is the same 11 bits",
+        ("Fp32Accumulate.elaborate", "d[10]", "d[9]"):
+            "d = a_be - p_be with a_be in 1..255 and p_be = exp + 137 - lz in -132..392 (exp is 9-bit "
+            "signed, lz 0..13), so -391 <= d <= 387: d fits 10 signed bits and bit 9 equals the sign bit 10",
+        ("Fp32Accumulate.elaborate", "d[5:11]", "d[5:10]"):
+            "the sampled mutant is the second d[5:11], the arm Mux(d[10], ..., d[5:11] != 0) takes when "
+            "d[10] is 0; then d[5:11] != 0 and d[5:10] != 0 agree",
+        ("Fp32Accumulate.elaborate", "d[:5]", "d[:6]"):
+            "shift gains a sixth bit, but only shift[0] .. shift[4] are read (the five align steps, "
+            "range(5)); bits 0..4 of d[:6] ^ swap.replicate(5) are those of d[:5] ^ swap.replicate(5)",
+        ("Fp32Accumulate.elaborate", "Const(0, 1)", "Const(0, 2)"):
+            "the top zero of x in step 3 (x = Cat(0, x_sig, 0), below 2**27): one more zero bit keeps x's "
+            "value; x + y and x - y (|.| < 2**28) are the same integers, and both are cut to their low 29 "
+            "(s_xy) and 28 (s_yx) bits, which do not depend on the width they were computed in",
+        ("Fp32Accumulate.elaborate", 'Mux(v["sub"], x - y, x + y)[:29]', 'Mux(v["sub"], x - y, x + y)[:30]'):
+            "x and y are 28-bit signed, so x - y and x + y have 29 bits: [:30] is cut at the width, the "
+            "same 29 bits",
+        ("Fp32Accumulate.elaborate", 'v["s_xy"][:28]', 'v["s_xy"][:29]'):
+            "the Mux is assigned to sum_mag, a 28-bit wire: bit 28 of s_xy is dropped there either way",
+        ("Fp32Accumulate.elaborate", '(v["mag"] << v["sh"])[:28]', '(v["mag"] << v["sh"])[:29]'):
+            "assigned to norm, a 28-bit wire: bit 28 is dropped there either way",
+        ("Fp32Accumulate.elaborate", "packed[23:35]", "packed[23:34]"):
+            "packed = r_be1 * 2**23 + sig + round_up with r_be1 10-bit signed and 0 <= sig + round_up <= "
+            "2**24, so packed >> 23 lies in -512..513 and fits 11 signed bits: bit 34 equals bit 33, and "
+            "packed[23:34].as_signed() is the same number as packed[23:35].as_signed()",
+    },
+    "rtl/mx/dot_product.py": {
+        ("condition_operand", "2 * mapping.dsp_pairs", "3 * mapping.dsp_pairs"):
+            "halves gets dsp_pairs more elements, but only elements 0 .. 2*dsp_pairs-1 are driven and "
+            "read (the loops have their own range(2 * mapping.dsp_pairs)); the extra ones are unused",
+        ("DotProduct.elaborate", "signed(30)", "signed(31)"):
+            "the product of two 15-bit signed operands fits 30 bits; a 31-bit signal holds the same "
+            "value and bits 9..19, the only ones read, are the same",
+        ("DotProduct.elaborate", "len(leaves) + mapping.lut_elements - 1",
+         "len(leaves) + mapping.lut_elements - 2"):
+            "spare one lower only makes one more LUT product enter the tree negated outright (Mux(sign, "
+            "-magnitude, magnitude), signed 9 bits like the one's-complement leaf) instead of as its one's "
+            "complement with a +1 carry: the same integer, so the same exact sum; carries left over are "
+            "still added (none are: there are fewer)",
+        ("DotProduct.elaborate", "Const(0, 1)", "Const(0, 2)"):
+            "the sampled mutant widens the zero extension of a scale in exp (line 205): Cat(sa, 0) and "
+            "Cat(sa, 0, 0) are the same non-negative number, so the sum is the same integer and its low "
+            "9 bits ([:9]) are the same",
+        ("DotProduct.elaborate", "range(1, 6)", "range(0, 6)"):
+            "one more adder level at the front: the tree sums the same leaves and carries exactly (every "
+            "adder is one bit wider than its operands, leftover carries are added at the root), and the "
+            "registers still follow levels 2, 4 and 5, so the value and the latency are the same; 32 leaves "
+            "need five levels, the sixth finds one operand and passes it on",
+    },
+    "rtl/kv/secded_decoder.py": {
+        ("SecdedDecoder.elaborate", "flips.any() | check_error", "flips.any() ^ check_error"):
+            "flips.any() means the syndrome equals a data column, check_error that it has weight one; every "
+            "data column of a Hsiao code has odd weight >= 3 (sim_models.ecc.hsiao_columns), so the two "
+            "are never both set and xor is or",
+    },
+    "rtl/kv/page_allocator.py": {
+        ("_lowest_set", "Const(0, 0)", "Const(1, 0)"):
+            "a constant of width 0 holds no bit: its value is truncated to 0 (the same zero-width index)",
+        ("_lowest_set", "Const(1, 1)", "Const(1, 2)"):
+            "the extra zero lands on bit `width` of the high-half index, which index[:width] drops",
+        ("PageAllocator.elaborate",
+         "~one_request | (port.alloc & ~port.alloc_ready) | (port.incref & (target_zero | target_max))",
+         "~one_request | (port.alloc & ~port.alloc_ready) ^ (port.incref & (target_zero | target_max))"):
+            "(^ binds tighter than |) the alloc and incref terms can both be 1 only with two requests, "
+            "when ~one_request already makes bad 1; otherwise at most one is set and xor is or",
+        ("PageAllocator.elaborate", "target_zero | target_max", "target_zero ^ target_max"):
+            "both test the one addressed count, against 0 and against 2**count_width - 1 >= 1 "
+            "(count_width >= 1): never both true, so xor is or",
+    },
+    "rtl/kv/layouts.py": {
+        ("_bits", "max(1, (n - 1).bit_length())", "max(0, (n - 1).bit_length())"):
+            "differs only for n = 1 (0 bits instead of 1): seqs = 1 or max_pages_per_seq = 1 (pages and "
+            "bank depths are >= 2; table_depth follows index_width). The dropped bit is always 0: with one "
+            "sequence only id 0 passes seq < seqs, and seq[:0] selects live bit and length 0 as seq[:1] "
+            "does; "
+            "with one page per sequence every block-table index used is 0 (positions below max_len = "
+            "page_tokens, loop counters i < n <= 1, held in index_width + 1 >= 1 bits), so the table of half "
+            "the depth loses only entries never addressed (the 'tiny' configuration of test_kv_cache.py runs "
+            "both cases)",
+        ("KvGeometry.bank_of", "Const(0, 1)", "Const(0, 0)"):
+            "with one bank every use ignores the bank or shifts by it: bank_data returns ports[0], the "
+            "engines use rd_bank/wr_bank and the bank compare only when bank_width != 0, and the copy's "
+            "writing >> bank_of(...) shifts by 0 at any width",
+        ("KvGeometry.bank_of", "Const(0, 1)", "Const(0, 2)"):
+            "with one bank every use ignores the bank or shifts by it: bank_data returns ports[0], the "
+            "engines use rd_bank/wr_bank and the bank compare only when bank_width != 0, and the copy's "
+            "writing >> bank_of(...) shifts by 0 at any width",
+        ("KvGeometry.bank_address", "self.slot_width > self.bank_width",
+         "self.slot_width >= self.bank_width"):
+            "when slot_width == bank_width, slot[bank_width:slot_width] is empty and Cat(empty, page) is "
+            "page",
+        ("KvGeometry.table_address", "Const(0, self.index_width)", "Const(1, self.index_width)"):
+            "the padding shows only for an index narrower than index_width, and none is: the callers pass "
+            "page_index of a position at least slot_width + index_width wide (len_width and length_width "
+            "are, since max_len = max_pages_per_seq * page_tokens), or the loop registers (index_width and "
+            "index_width + 1 bits)",
+        ("KvGeometry.sequence", "live.bit_select(index, 1)", "live.bit_select(index, 2)"):
+            "every user stores the live flag in a one-bit register (cur_live, arg_live in the command "
+            "engine; a_live = seq_ok & live in the read engine): only bit 0, the sequence's own, is kept",
+    },
+    "rtl/kv/command_engine.py": {
+        ("CommandEngine.elaborate", "max(1, g.slot_width)", "max(2, g.slot_width)"):
+            "a wider copy slot register (copy_latch_slot or copy_store_slot): it holds a slot below "
+            "page_tokens, the same value in either width, and every use slices its low bits (bank_of: "
+            "[:bank_width], bank_address: [bank_width:slot_width])",
+        ("CommandEngine.elaborate", "i < n", "i <= n"):
+            "the loop then reads one block-table entry more, (c_seq, n), in the cycle after the last "
+            "real read, and i ends at n + 1 (it fits index_width + 1 bits); nothing uses that read "
+            "(acting, loop_acting and the exit test use their own i < n / i >= n, and every later table "
+            "use reads again first), and it cannot collide with the fork's table write, which goes to "
+            "dst != src",
+    },
+    "rtl/kv/read_engine.py": {
+        ("ReadEngine.elaborate", "Signal(init=1)", "Signal(init=0)"):
+            "has_room is assigned every cycle; its reset value is seen only in the first cycle after "
+            "reset, when q_valid is 0 (reset too), so issue = q_valid & has_room is 0 either way",
+    },
     "rtl/vpu/grid_sum.py": {
         ("GridSum.elaborate", "lanes + 1", "lanes + 2"):
             "a wider lane counter: it counts 0 .. lanes-1 in either width",

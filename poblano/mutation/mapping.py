@@ -112,7 +112,9 @@ OVERRIDES = {
         fast=("tests/rtl/mx/test_fp32_accumulate.py",), proofs=("mx_fp32_accumulate*",), cocotb=_MX_USERS,
         note="cocotb: through BlockDot and MacArray"),
     "rtl/mx/layouts.py": _Override(
-        fast=("tests/rtl/mx/test_dot_product.py", "tests/rtl/mx/test_quantizer.py"), cocotb=_MX_USERS),
+        fast=("tests/rtl/mx/test_mac_array.py", "tests/rtl/mx/test_dot_product.py",
+              "tests/rtl/mx/test_quantizer.py"), cocotb=_MX_USERS,
+        note="the array's row lane and result beat: through MacArray"),
     "rtl/mx/mac_pe.py": _Override(
         proofs=("mx_mac_array*",), cocotb=("tests/rtl/mx/test_mac_array_cocotb.py",),
         note="through MacArray"),

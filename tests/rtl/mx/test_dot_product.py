@@ -28,7 +28,7 @@ class _Conditioned(wiring.Component):
 
     def __init__(self, mapping):
         self._mapping = mapping
-        super().__init__({"a": In(MXBlock), "b": In(MXBlock), "term": Out(ScaledDot)})
+        super().__init__({"a": In(MXBlock), "b": In(MXBlock), "en": In(1, init=1), "term": Out(ScaledDot)})
 
     def elaborate(self, platform):
         m = Module()
@@ -36,6 +36,7 @@ class _Conditioned(wiring.Component):
         m.d.comb += [
             dot.a.eq(condition_operand(m, self.a, self._mapping, "a", "a_op")),
             dot.b.eq(condition_operand(m, self.b, self._mapping, "b", "b_op")),
+            dot.en.eq(self.en),
             self.term.eq(dot.term),
         ]
         return m
@@ -82,6 +83,55 @@ def test_dot_product_matches_golden(mapping):
     for (a, sa, b, sb), (dot, exp, nan) in zip(vectors, got, strict=False):
         want = mx.block_dot_quarters(np.array(a), np.array(b))
         assert dot == want, f"a={a} b={b}: dot {dot}, expected {want}"
+        assert nan == int(sa == 0xFF or sb == 0xFF)
+        if not nan:
+            assert exp == sa + sb - 254
+
+
+@pytest.mark.parametrize("mapping", MAPPINGS, ids=lambda m: f"dsp{m.dsp_pairs}-rom{m.rom_pairs}")
+def test_clock_enable_holds_the_pipeline(mapping):
+    """With ``en`` low on random cycles the whole pipeline holds, the product RAMs' read ports
+    included: an input is taken only in an enabled cycle, whatever the inputs do in between, and
+    each term leaves ``latency`` enabled cycles after its input. (A block-RAM port left enabled,
+    ``port.en.eq(self.en)`` dropped, reads the inputs of a held cycle into the pipeline.)"""
+    seed = 50 + mapping.dsp_pairs * 31 + mapping.rom_pairs
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    dut = _Conditioned(mapping)
+    latency = DotProduct.latency_for(mapping)
+    count = 200
+    vectors = [([rng.randrange(16) for _ in range(32)], rng.choice([0, 127, 200, 255]),
+                [rng.randrange(16) for _ in range(32)], rng.choice([1, 127, 254])) for _ in range(count)]
+    got = []
+
+    async def tb(ctx):
+        issued, ages = 0, []
+        while len(got) < count:
+            en = int(rng.random() < 0.6)
+            if en and issued < count:
+                a, sa, b, sb = vectors[issued]
+            else:                                   # a held cycle: the inputs change anyway
+                a, b = [rng.randrange(16) for _ in range(32)], [rng.randrange(16) for _ in range(32)]
+                sa, sb = rng.randrange(256), rng.randrange(256)
+            ctx.set(dut.a.as_value(), pack(MXBlock, {"codes": a, "scale": sa}))
+            ctx.set(dut.b.as_value(), pack(MXBlock, {"codes": b, "scale": sb}))
+            ctx.set(dut.en, en)
+            await ctx.tick()
+            if en:
+                ages = [age + 1 for age in ages]
+                if issued < count:
+                    ages.append(1)
+                    issued += 1
+                if ages and ages[0] == latency:
+                    ages.pop(0)
+                    got.append((ctx.get(dut.term.dot), ctx.get(dut.term.exp), ctx.get(dut.term.nan)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    for (a, sa, b, sb), (dot, exp, nan) in zip(vectors, got, strict=True):
+        assert dot == mx.block_dot_quarters(np.array(a), np.array(b)), f"seed {seed}: a={a} b={b}"
         assert nan == int(sa == 0xFF or sb == 0xFF)
         if not nan:
             assert exp == sa + sb - 254

@@ -8,9 +8,10 @@ result must match the golden model bit for bit. Vectors stream one per cycle thr
 import random
 
 import pytest
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from rtl.mx.fp32_accumulate import Fp32Accumulate
+from rtl.mx.fp32_accumulate import Fp32Accumulate, leading_zeros
 from sim_models import mx
 
 QNAN = 0x7FC0_0000
@@ -280,3 +281,30 @@ def test_bypass_ignores_the_term(stages):
                                     f"nan={nan}: got {result:#010x}, expected {want:#010x}")
         else:
             assert result == expected(acc, dot, exp, nan), f"seed {seed}: live acc={acc:#010x} dot={dot}"
+
+
+def test_leading_zeros_of_every_width():
+    """``leading_zeros`` (also used by the vector unit's adders and normalizers at other widths)
+    for every width 1..40: zero (count = width), each single bit, each leading bit with random
+    bits below it, all ones; against ``width - value.bit_length()``. Widths at and just above a
+    power of two need the full ``range(width + 1)`` for the all-zero count (``width + 1`` ->
+    ``width - 1`` truncates 16 zeros of a 16-bit value to 0)."""
+    seed = 10
+    rng = random.Random(seed)
+    m = Module()
+    units = []
+    for width in range(1, 41):
+        value = Signal(width, name=f"value{width}")
+        units.append((width, value, leading_zeros(m, value, f"lz{width}")))
+
+    async def tb(ctx):
+        for width, value, zeros in units:
+            cases = [0, (1 << width) - 1] + [1 << i for i in range(width)]
+            cases += [(1 << i) | rng.getrandbits(i) if i else 1 for i in range(width)]
+            for case in cases:
+                ctx.set(value, case)
+                assert ctx.get(zeros) == width - case.bit_length(), f"seed {seed}: width {width}, {case:#x}"
+
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
