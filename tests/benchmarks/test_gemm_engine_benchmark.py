@@ -4,23 +4,12 @@ The recorded run (``benchmarks/results/gemm_engine.md``) takes minutes; here one
 small tile, whose bounds are worked out by hand.
 """
 
-import importlib.util
-from pathlib import Path
 
+from benchmarks import gemm_engine as bench
 from sim_models.tile_isa import TileConfig
 
 
-def _load_benchmark():
-    """``benchmarks/gemm_engine.py`` by path (``benchmarks`` is not an installed package)."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gemm_engine.py"
-    spec = importlib.util.spec_from_file_location("gemm_engine_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_bounds_of_a_small_gemm():
-    bench = _load_benchmark()
     config = TileConfig(spad_words=2048, rows=2, cols=2, interleave=2, lanes=4)
     row = bench.measure(config, "prefill", 6, 64, 9, data_bytes=8)
     # 3 M-tiles x 3 N-tiles (4 columns each) x 2 k-blocks x interleave 2

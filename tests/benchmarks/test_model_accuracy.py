@@ -5,27 +5,13 @@ one format pair and a few decode steps, plus a reference fed the wrong tokens to
 comparison does catch a mismatch.
 """
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks import model_accuracy as bench
 from sim_models import transformer_reference as tr
-
-
-def _load_benchmark():
-    """``benchmarks/model_accuracy.py`` by path: ``benchmarks`` is not an installed package, so it is
-    importable only from the repository root (``python -m``), not under a bare ``pytest``."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "model_accuracy.py"
-    spec = importlib.util.spec_from_file_location("model_accuracy_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_benchmark()
 
 
 @pytest.fixture(scope="module")

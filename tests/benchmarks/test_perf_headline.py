@@ -2,28 +2,19 @@
 the value at which a prediction meets the seed's figure; the recorded table is the model's, and the
 README shows it."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from benchmarks import perf_headline as bench
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_benchmark():
-    """``benchmarks/perf_headline.py`` by path (``benchmarks`` is not an installed package)."""
-    spec = importlib.util.spec_from_file_location("perf_headline_benchmark",
-                                                  ROOT / "benchmarks" / "perf_headline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_matching_latency_meets_the_claim():
     from sim_models.perf.model_desc import load_model
     from sim_models.perf.system import load_system
 
-    bench = _load_benchmark()
     model, system = load_model("deepseek-r1"), load_system("jalapeno-b0-like")
     latency = bench._matching(model, system, "scale_up_latency_ns", 700, 1.0, 1e5)
     assert latency is not None and latency > system.links.scale_up_latency_ns
@@ -36,6 +27,6 @@ def test_the_recorded_headline_is_the_models_and_the_readme_shows_it():
     """A change of the model or of a shipped system that is not re-recorded fails here."""
     recorded = (ROOT / "benchmarks/results/perf_headline.md").read_text()
     table = next(part for part in recorded.split("\n\n") if part.startswith("| model |"))
-    _, rows = _load_benchmark().rows()
-    assert _load_benchmark().table_text(rows) == table
+    _, rows = bench.rows()
+    assert bench.table_text(rows) == table
     assert table in (ROOT / "README.md").read_text()

@@ -2,12 +2,12 @@
 and tile_long_context.json (no RTL simulation: the programs run on the instruction-level model, the
 cycles come from the JSON)."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from benchmarks import perf_model
 from sim_models.perf import tile_costs
 from sim_models.perf.estimate import decode_step, prefill
 from sim_models.perf.mapping import Mapping
@@ -17,28 +17,18 @@ from sim_models.perf.system import load_system
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _benchmark():
-    """``benchmarks/perf_model.py`` by path (``benchmarks`` is not an installed package)."""
-    spec = importlib.util.spec_from_file_location("perf_model_benchmark",
-                                                  ROOT / "benchmarks" / "perf_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_BENCH = _benchmark()
 RUNS = json.loads((ROOT / "benchmarks/results/tile.json").read_text())["runs"]
 LONG_RUNS = json.loads((ROOT / "benchmarks/results/tile_long_context.json").read_text())["runs"]
 
 
 @pytest.fixture(scope="module")
 def traced():
-    return _BENCH.trace_recorded()
+    return perf_model.trace_recorded()
 
 
 @pytest.fixture(scope="module")
 def rows(traced):
-    return _BENCH.predict_recorded(traced)
+    return perf_model.predict_recorded(traced)
 
 
 def test_every_recorded_run_within_10_percent(rows):
@@ -54,7 +44,7 @@ def test_the_costs_are_not_free(traced):
     """A cost model without the attention engine's per-record set costs misses by far: the
     calibration test can fail."""
     cheap = tile_costs.TileCosts(fma_chain=0, vop_row=0, vop_command=0, lat_softmax=0)
-    rows = _BENCH.predict_recorded(traced, cheap)
+    rows = perf_model.predict_recorded(traced, cheap)
     worst = max(abs(r["predicted"]["cycles"] / r["measured"]["cycles"] - 1) for r in rows)
     assert worst > 0.10
 
